@@ -1,0 +1,150 @@
+// Command migrate-unique moves PostgreSQL job queues off a binary unique_key
+// onto a concurrency key plus a concurrency limit: the database migration,
+// the code migration (lint, rewrite, vet and fix tools) and the runtime's
+// operator commands, in one binary. Run `migrate-unique help` for the list.
+//
+// This package only wires commands to the packages that do the work.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/migrate-unique/migrate-unique/internal/version"
+)
+
+// command is one subcommand. run gets the arguments after the command name.
+type command struct {
+	name    string
+	usage   string
+	summary string
+	run     func(ctx context.Context, env *env, args []string) error
+}
+
+// env is what a command may touch of the process.
+type env struct {
+	stdout, stderr io.Writer
+	// isTerminal reports whether stdout is a terminal (progress bars).
+	isTerminal bool
+}
+
+// commands lists every subcommand in the order help shows them.
+var commands = []command{
+	{"plan", "plan [layout flags] [--database URL]", "show what the database migration would do, changing nothing", runPlan},
+	{"up", "up [layout flags] [--database URL] [--lock-timeout 2s] [--max-attempts 10]", "run the database migration, online", runUp},
+	{"down", "down [layout flags] [--database URL] [--lock-timeout 2s] [--max-attempts 10]", "roll the database migration back", runDown},
+	{"status", "status [layout flags] [--database URL]", "show whether the database is legacy, partly migrated or migrated", runStatus},
+	{"sql", "sql [layout flags] [--dir DIR]", "write the migration as golang-migrate files", runSQL},
+	{"lint", "lint [flags] packages", "report legacy unique-key job code", runLint},
+	{"rewrite", "rewrite [-diff | -w] [flags] packages", "migrate a whole module's job code", runRewrite},
+	{"concurrency", "concurrency status|release|set ...", "inspect and steer concurrency groups", runConcurrency},
+	{"bench", "bench migration|admission|slots|vet|rewrite [flags]", "run a benchmark against its baseline", runBench},
+	{"demo", "demo [--database URL] [--rows N] [--keep]", "show the whole migration on a throwaway database", runDemo},
+	{"version", "version", "print the version", runVersion},
+	{"help", "help [command]", "show this help or a command's flags", nil},
+}
+
+// exitError carries a specific exit code, for commands whose exit status is
+// part of their interface (lint findings, rewrite diffs).
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit status %d", e.code)
+	}
+	return e.err.Error()
+}
+
+func (e *exitError) Unwrap() error { return e.err }
+
+func main() {
+	if vetToolProtocol(os.Args[1:]) {
+		runVetTool() // never returns
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	e := &env{stdout: os.Stdout, stderr: os.Stderr, isTerminal: isTerminal(os.Stdout)}
+	os.Exit(run(ctx, e, os.Args[1:]))
+}
+
+// run executes one command line and returns the exit code.
+func run(ctx context.Context, e *env, args []string) int {
+	if len(args) == 0 {
+		printHelp(e.stderr)
+		return 2
+	}
+	name := args[0]
+	if name == "help" || name == "-h" || name == "--help" || name == "-help" {
+		if len(args) > 1 {
+			return run(ctx, e, []string{args[1], "-h"})
+		}
+		printHelp(e.stdout)
+		return 0
+	}
+	for _, c := range commands {
+		if c.name != name || c.run == nil {
+			continue
+		}
+		err := c.run(ctx, e, args[1:])
+		var ee *exitError
+		switch {
+		case err == nil:
+			return 0
+		case errors.Is(err, flag.ErrHelp):
+			return 0
+		case errors.As(err, &ee):
+			if ee.err != nil {
+				fmt.Fprintf(e.stderr, "migrate-unique %s: %v\n", name, ee.err)
+			}
+			return ee.code
+		default:
+			fmt.Fprintf(e.stderr, "migrate-unique %s: %v\n", name, err)
+			return 1
+		}
+	}
+	fmt.Fprintf(e.stderr, "migrate-unique: unknown command %q; run 'migrate-unique help' for the list\n", name)
+	return 2
+}
+
+func printHelp(w io.Writer) {
+	fmt.Fprintf(w, "migrate-unique %s: move a PostgreSQL job queue from unique_key to concurrency keys and limits.\n\nUsage:\n", version.Version)
+	for _, c := range commands {
+		fmt.Fprintf(w, "  migrate-unique %-12s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintf(w, "\nRun 'migrate-unique COMMAND -h' for a command's flags. Docs: docs/ in the source tree.\n")
+}
+
+// newFlagSet returns a flag set whose -h output names the command, its usage
+// line and every flag.
+func newFlagSet(e *env, name, usage string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: migrate-unique %s\n\nFlags:\n", usage)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+func runVersion(_ context.Context, e *env, args []string) error {
+	fs := newFlagSet(e, "version", "version")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "migrate-unique %s\n", version.Version)
+	return nil
+}
+
+func isTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}

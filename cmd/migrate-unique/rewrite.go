@@ -1,0 +1,7 @@
+package main
+
+import "context"
+
+// Owned by the rewrite issue.
+
+func runRewrite(ctx context.Context, e *env, args []string) error { return errNotImplemented }

@@ -1,0 +1,122 @@
+package testdb
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// CreateDatabase creates a new database named after prefix plus a random
+// suffix, copied from template ("" means template0), and returns its name.
+func (s *Server) CreateDatabase(ctx context.Context, prefix, template string) (string, error) {
+	var rnd [5]byte
+	_, _ = rand.Read(rnd[:])
+	p := sanitizeName(prefix)
+	if len(p) > 40 {
+		p = p[:40]
+	}
+	name := "mu_" + p + "_" + hex.EncodeToString(rnd[:])
+	if template == "" {
+		template = "template0"
+	}
+	err := s.admin(ctx, func(conn *pgx.Conn) error {
+		return retryBusy(ctx, func() error {
+			_, err := conn.Exec(ctx, "CREATE DATABASE "+quoteIdent(name)+" TEMPLATE "+quoteIdent(template))
+			return err
+		})
+	})
+	if err != nil {
+		return "", fmt.Errorf("create database %s from %s: %w", name, template, err)
+	}
+	return name, nil
+}
+
+// DropDatabase drops the database, closing any connection still open to it.
+func (s *Server) DropDatabase(ctx context.Context, name string) error {
+	return s.admin(ctx, func(conn *pgx.Conn) error {
+		_, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+quoteIdent(name)+" WITH (FORCE)")
+		if err != nil {
+			return fmt.Errorf("drop database %s: %w", name, err)
+		}
+		return nil
+	})
+}
+
+// EnsureTemplate returns the name of a template database built once by setup
+// and reused by every later call with the same key, in this process or any
+// other (the name is derived from the key, so change the key when setup
+// changes). Concurrent callers wait for the first one to finish.
+func (s *Server) EnsureTemplate(ctx context.Context, key string, setup func(ctx context.Context, url string) error) (string, error) {
+	sum := sha256.Sum256([]byte(key))
+	name := "mu_tmpl_" + hex.EncodeToString(sum[:10])
+	err := s.admin(ctx, func(conn *pgx.Conn) error {
+		lockID := int64(sum[10])<<56 | int64(sum[11])<<48 | int64(sum[12])<<40 | int64(sum[13])<<32 | int64(sum[14])<<24 | int64(sum[15])<<16 | int64(sum[16])<<8 | int64(sum[17])
+		if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", lockID); err != nil {
+			return err
+		}
+		defer conn.Exec(context.Background(), "SELECT pg_advisory_unlock($1)", lockID) //nolint:errcheck
+		var ready bool
+		err := conn.QueryRow(ctx, "SELECT datistemplate FROM pg_database WHERE datname = $1", name).Scan(&ready)
+		if err == nil && ready {
+			return nil
+		}
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		// A leftover of a setup that failed half-way: start again.
+		if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+quoteIdent(name)+" WITH (FORCE)"); err != nil {
+			return err
+		}
+		if _, err := conn.Exec(ctx, "CREATE DATABASE "+quoteIdent(name)+" TEMPLATE template0"); err != nil {
+			return err
+		}
+		if err := setup(ctx, s.DatabaseURL(name)); err != nil {
+			_, _ = conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+quoteIdent(name)+" WITH (FORCE)")
+			return fmt.Errorf("set up template %q: %w", key, err)
+		}
+		// No connection may stay open to a template that is being copied.
+		if _, err := conn.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()", name); err != nil {
+			return err
+		}
+		_, err = conn.Exec(ctx, "ALTER DATABASE "+quoteIdent(name)+" WITH IS_TEMPLATE true ALLOW_CONNECTIONS false")
+		return err
+	})
+	if err != nil {
+		return "", fmt.Errorf("template database %s: %w", name, err)
+	}
+	return name, nil
+}
+
+func (s *Server) admin(ctx context.Context, f func(*pgx.Conn) error) error {
+	conn, err := pgx.Connect(ctx, s.URL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	return f(conn)
+}
+
+// retryBusy retries f while the template is being accessed by another
+// session (SQLSTATE 55006), which happens when databases are copied from one
+// template in parallel.
+func retryBusy(ctx context.Context, f func() error) error {
+	for delay := 20 * time.Millisecond; ; delay *= 2 {
+		err := f()
+		var pgErr *pgconn.PgError
+		if err == nil || !errors.As(err, &pgErr) || pgErr.Code != "55006" || delay > 5*time.Second {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(delay):
+		}
+	}
+}

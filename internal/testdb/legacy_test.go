@@ -1,0 +1,156 @@
+package testdb_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"github.com/migrate-unique/migrate-unique/internal/testdb"
+	"github.com/migrate-unique/migrate-unique/testdata/legacy"
+)
+
+// TestLegacySchemasHaveTheFieldShape pins the catalog shape of each legacy
+// schema, which the migration and the runtime rely on.
+func TestLegacySchemasHaveTheFieldShape(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		schema legacy.Schema
+		// unique is the definition of the object that enforces the key.
+		unique []string
+		// indexes lists every index definition on the layout's tables.
+		indexes []string
+		counts  map[string]int
+	}{
+		{
+			schema: legacy.PlainJobs,
+			unique: []string{"CREATE UNIQUE INDEX plainjobs_jobrequest_unique_job_class_key ON public.plainjobs_jobrequest USING btree (job_class, unique_key) WHERE ((retry_attempt = 0) AND ((unique_key)::text > ''::text))"},
+			indexes: []string{
+				"CREATE INDEX job_class_unique_key ON public.plainjobs_jobprocess USING btree (job_class, unique_key)",
+				"CREATE INDEX job_request_class_unique_key ON public.plainjobs_jobrequest USING btree (job_class, unique_key)",
+				"CREATE INDEX plainjobs_jobprocess_created_at_4e7a9f21 ON public.plainjobs_jobprocess USING btree (created_at)",
+				"CREATE INDEX plainjobs_jobprocess_job_class_7f3b1a9d ON public.plainjobs_jobprocess USING btree (job_class)",
+				"CREATE INDEX plainjobs_jobprocess_job_request_uuid_b8e2a4f6 ON public.plainjobs_jobprocess USING btree (job_request_uuid)",
+				"CREATE INDEX plainjobs_jobprocess_priority_8b1c3d5e ON public.plainjobs_jobprocess USING btree (priority)",
+				"CREATE INDEX plainjobs_jobprocess_queue_c5d2e8a3 ON public.plainjobs_jobprocess USING btree (queue)",
+				"CREATE INDEX plainjobs_jobprocess_started_at_a1f5d7c2 ON public.plainjobs_jobprocess USING btree (started_at)",
+				"CREATE INDEX plainjobs_jobprocess_trace_id_0e9c6b48 ON public.plainjobs_jobprocess USING btree (trace_id)",
+				"CREATE INDEX plainjobs_jobprocess_unique_key_2d8e4b6c ON public.plainjobs_jobprocess USING btree (unique_key)",
+				"CREATE INDEX plainjobs_jobrequest_created_at_0a6e1d4f ON public.plainjobs_jobrequest USING btree (created_at)",
+				"CREATE INDEX plainjobs_jobrequest_job_class_1d7b5e93 ON public.plainjobs_jobrequest USING btree (job_class)",
+				"CREATE INDEX plainjobs_jobrequest_priority_5c3e8a2b ON public.plainjobs_jobrequest USING btree (priority)",
+				"CREATE INDEX plainjobs_jobrequest_queue_3b9d2c71 ON public.plainjobs_jobrequest USING btree (queue)",
+				"CREATE INDEX plainjobs_jobrequest_start_at_9f4a6e02 ON public.plainjobs_jobrequest USING btree (start_at)",
+				"CREATE INDEX plainjobs_jobrequest_trace_id_6a2f8c14 ON public.plainjobs_jobrequest USING btree (trace_id)",
+				"CREATE INDEX plainjobs_jobrequest_unique_key_7e0c3f1a ON public.plainjobs_jobrequest USING btree (unique_key)",
+				"CREATE INDEX plainjobs_jobresult_created_at_9b4e1f73 ON public.plainjobs_jobresult USING btree (created_at)",
+				"CREATE INDEX plainjobs_jobresult_job_class_2f8d6b1a ON public.plainjobs_jobresult USING btree (job_class)",
+				"CREATE INDEX plainjobs_jobresult_job_request_uuid_8e6f3a2c ON public.plainjobs_jobresult USING btree (job_request_uuid)",
+				"CREATE INDEX plainjobs_jobresult_priority_6d2a8c4e ON public.plainjobs_jobresult USING btree (priority)",
+				"CREATE INDEX plainjobs_jobresult_queue_e7a3c5d9 ON public.plainjobs_jobresult USING btree (queue)",
+				"CREATE INDEX plainjobs_jobresult_started_at_c4b9e2d6 ON public.plainjobs_jobresult USING btree (started_at)",
+				"CREATE INDEX plainjobs_jobresult_trace_id_5a1e7c3f ON public.plainjobs_jobresult USING btree (trace_id)",
+				"CREATE INDEX plainjobs_jobresult_unique_key_3c6f9e1b ON public.plainjobs_jobresult USING btree (unique_key)",
+				"CREATE UNIQUE INDEX plainjobs_jobprocess_pkey ON public.plainjobs_jobprocess USING btree (id)",
+				"CREATE UNIQUE INDEX plainjobs_jobprocess_uuid_key ON public.plainjobs_jobprocess USING btree (uuid)",
+				"CREATE UNIQUE INDEX plainjobs_jobrequest_pkey ON public.plainjobs_jobrequest USING btree (id)",
+				"CREATE UNIQUE INDEX plainjobs_jobrequest_unique_job_class_key ON public.plainjobs_jobrequest USING btree (job_class, unique_key) WHERE ((retry_attempt = 0) AND ((unique_key)::text > ''::text))",
+				"CREATE UNIQUE INDEX plainjobs_jobrequest_uuid_key ON public.plainjobs_jobrequest USING btree (uuid)",
+				"CREATE UNIQUE INDEX plainjobs_jobresult_pkey ON public.plainjobs_jobresult USING btree (id)",
+				"CREATE UNIQUE INDEX plainjobs_jobresult_uuid_key ON public.plainjobs_jobresult USING btree (uuid)",
+			},
+			counts: map[string]int{"plainjobs_jobrequest": 1000, "plainjobs_jobprocess": 100, "plainjobs_jobresult": 200},
+		},
+		{
+			schema: legacy.TeamQueue,
+			unique: []string{`CONSTRAINT "JobRequests_Kind_UniqueKey_uniq" UNIQUE (kind, unique_key)`},
+			indexes: []string{
+				`CREATE INDEX "JobRequests_start_at_idx" ON "Billing Queue"."JobRequests" USING btree (start_at)`,
+				`CREATE UNIQUE INDEX "JobRequests_Kind_UniqueKey_uniq" ON "Billing Queue"."JobRequests" USING btree (kind, unique_key)`,
+				`CREATE UNIQUE INDEX "JobRequests_pkey" ON "Billing Queue"."JobRequests" USING btree (id)`,
+				`CREATE UNIQUE INDEX "JobRequests_uuid_key" ON "Billing Queue"."JobRequests" USING btree (uuid)`,
+				`CREATE UNIQUE INDEX job_processes_pkey ON "Billing Queue".job_processes USING btree (id)`,
+			},
+			counts: map[string]int{"JobRequests": 1000, "job_processes": 100},
+		},
+		{
+			schema: legacy.SingleTable,
+			unique: []string{"CREATE UNIQUE INDEX jobs_active_unique_key ON public.jobs USING btree (job_type, unique_key) WHERE (status = ANY (ARRAY['pending'::text, 'running'::text, 'paused'::text]))"},
+			indexes: []string{
+				"CREATE INDEX jobs_status_run_at_idx ON public.jobs USING btree (status, run_at)",
+				"CREATE UNIQUE INDEX jobs_active_unique_key ON public.jobs USING btree (job_type, unique_key) WHERE (status = ANY (ARRAY['pending'::text, 'running'::text, 'paused'::text]))",
+				"CREATE UNIQUE INDEX jobs_pkey ON public.jobs USING btree (id)",
+			},
+			counts: map[string]int{"jobs": 1000},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.schema.Name, func(t *testing.T) {
+			t.Parallel()
+			url := testdb.New(t, testdb.FromTemplate(tt.schema.Key(1000), func(ctx context.Context, url string) error {
+				return tt.schema.LoadURL(ctx, url, 1000)
+			}))
+			conn := testdb.Connect(t, url)
+			ctx := t.Context()
+			l := tt.schema.Layout
+
+			var unique []string
+			rows, err := conn.Query(ctx, `
+				SELECT CASE WHEN c.oid IS NULL THEN pg_get_indexdef(i.indexrelid)
+				            ELSE 'CONSTRAINT ' || quote_ident(c.conname) || ' ' || pg_get_constraintdef(c.oid) END
+				FROM pg_index i
+				JOIN pg_class t ON t.oid = i.indrelid
+				JOIN pg_namespace n ON n.oid = t.relnamespace
+				JOIN pg_attribute a ON a.attrelid = t.oid AND a.attnum = ANY (i.indkey) AND a.attname = 'unique_key'
+				LEFT JOIN pg_constraint c ON c.conindid = i.indexrelid AND c.contype = 'u'
+				WHERE n.nspname = $1 AND i.indisunique ORDER BY 1`, l.Schema)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for rows.Next() {
+				var def string
+				if err := rows.Scan(&def); err != nil {
+					t.Fatal(err)
+				}
+				unique = append(unique, def)
+			}
+			if err := rows.Err(); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(unique, tt.unique) {
+				t.Errorf("unique objects on the key:\n got %q\nwant %q", unique, tt.unique)
+			}
+
+			var indexes []string
+			rows, err = conn.Query(ctx, `SELECT pg_get_indexdef(i.indexrelid) FROM pg_index i
+				JOIN pg_class t ON t.oid = i.indrelid JOIN pg_namespace n ON n.oid = t.relnamespace
+				WHERE n.nspname = $1 AND t.relname = ANY ($2)
+				ORDER BY 1`, l.Schema, l.Tables())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for rows.Next() {
+				var def string
+				if err := rows.Scan(&def); err != nil {
+					t.Fatal(err)
+				}
+				indexes = append(indexes, def)
+			}
+			if err := rows.Err(); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(indexes, tt.indexes) {
+				t.Errorf("indexes:\n got %q\nwant %q", indexes, tt.indexes)
+			}
+
+			for table, want := range tt.counts {
+				var n int
+				if err := conn.QueryRow(ctx, "SELECT count(*) FROM "+l.Table(table)).Scan(&n); err != nil {
+					t.Fatal(err)
+				}
+				if n != want {
+					t.Errorf("%s has %d rows, want %d", table, n, want)
+				}
+			}
+		})
+	}
+}
