@@ -1,0 +1,57 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/migrate-unique/migrate-unique/internal/testdb"
+	"github.com/migrate-unique/migrate-unique/internal/version"
+)
+
+// TestMain stops a throwaway PostgreSQL cluster, if the tests started one.
+func TestMain(m *testing.M) { os.Exit(testdb.Main(m)) }
+
+// runCLI runs one command line in-process and returns its exit code and
+// outputs.
+func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code = run(context.Background(), &env{stdout: &out, stderr: &errOut}, args)
+	return code, out.String(), errOut.String()
+}
+
+func TestHelpListsEveryCommand(t *testing.T) {
+	code, out, _ := runCLI(t, "help")
+	if code != 0 {
+		t.Fatalf("help exited %d", code)
+	}
+	for _, c := range commands {
+		if !strings.Contains(out, "migrate-unique "+c.name) {
+			t.Errorf("help does not list %q:\n%s", c.name, out)
+		}
+	}
+}
+
+func TestVersion(t *testing.T) {
+	code, out, _ := runCLI(t, "version")
+	if code != 0 || strings.TrimSpace(out) != "migrate-unique "+version.Version {
+		t.Fatalf("version = %d %q", code, out)
+	}
+}
+
+func TestUnknownCommandIsAClearError(t *testing.T) {
+	code, _, errOut := runCLI(t, "frobnicate")
+	if code != 2 || !strings.Contains(errOut, `unknown command "frobnicate"`) || !strings.Contains(errOut, "migrate-unique help") {
+		t.Fatalf("unknown command: exit %d, stderr %q", code, errOut)
+	}
+}
+
+func TestNoArgumentsPrintsUsage(t *testing.T) {
+	code, _, errOut := runCLI(t)
+	if code != 2 || !strings.Contains(errOut, "Usage:") {
+		t.Fatalf("no arguments: exit %d, stderr %q", code, errOut)
+	}
+}
