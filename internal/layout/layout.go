@@ -22,6 +22,9 @@ const (
 	LimitsTable = "concurrency_limits"
 	// SlotsTable holds execution-time slot leases, one row per slot.
 	SlotsTable = "concurrency_slots"
+	// ReschedulesTable counts, per waiting job, how often it was rescheduled
+	// because its slot was busy.
+	ReschedulesTable = "concurrency_reschedules"
 	// SkipMetadataColumn is the jsonb column that carries skip metadata on
 	// skip records (results table, or jobs table for single-table layouts).
 	SkipMetadataColumn = "concurrency_skip"
