@@ -1,0 +1,418 @@
+package rewrite
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"go/format"
+	"go/token"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"golang.org/x/tools/go/analysis"
+	"golang.org/x/tools/go/analysis/checker"
+	"golang.org/x/tools/go/packages"
+)
+
+// Options configures [Plan].
+type Options struct {
+	// Analyzer finds the code to migrate; each of its diagnostics carries at
+	// most one suggested fix. Required.
+	Analyzer *analysis.Analyzer
+	// Dir is the directory the patterns are resolved in, inside the main
+	// module; "" means the current directory.
+	Dir string
+	// Patterns are go package patterns; none means "./...".
+	Patterns []string
+	// Tags lists build-tag sets, each comma-separated as for `go build
+	// -tags`. The module is loaded once without tags and once per set, so
+	// files behind build constraints are migrated too.
+	Tags []string
+	// Env is the environment of the go command; nil means the process's.
+	Env []string
+}
+
+// Finding is one diagnostic of the analyzer, reported once however many
+// packages, test variants and tag sets saw it.
+type Finding struct {
+	// Position is where the finding is; Filename is absolute.
+	Position token.Position
+	// Category is the analyzer's category for the finding.
+	Category string
+	// Message is the analyzer's message.
+	Message string
+	// Fixed reports whether the finding's fix is part of the result; a
+	// finding without one is left for a human.
+	Fixed bool
+}
+
+// String returns "file:line:col: message".
+func (f Finding) String() string { return fmt.Sprintf("%s: %s", f.Position, f.Message) }
+
+// FileChange is one file the fixes rewrite.
+type FileChange struct {
+	// Path is the file's absolute path.
+	Path string
+	// Old is the file as loaded; New is the rewritten, gofmt'ed file.
+	Old, New []byte
+	// Mode is the file's permission bits, kept when it is written.
+	Mode fs.FileMode
+}
+
+// Result is what a rewrite would do. Nothing has been written yet.
+type Result struct {
+	// Module is the main module's path; ModuleDir its root directory.
+	Module, ModuleDir string
+	// Files are the changed files, sorted by path.
+	Files []FileChange
+	// Findings are every finding, sorted by position.
+	Findings []Finding
+}
+
+// Plan loads the module, runs the analyzer over it, merges and formats the
+// fixes and type-checks the rewritten module in memory. It changes nothing
+// on disk. Its errors are [ErrNoPackages], [*LoadError], [*ConflictError],
+// [*OutsideModuleError] or [*VerifyError] (wrapped), or a go command failure.
+func Plan(ctx context.Context, opts Options) (*Result, error) {
+	if opts.Analyzer == nil {
+		return nil, errors.New("rewrite: Options.Analyzer is nil")
+	}
+	patterns := opts.Patterns
+	if len(patterns) == 0 {
+		patterns = []string{"./..."}
+	}
+	tagSets := append([]string{""}, opts.Tags...)
+
+	p := &planner{files: map[string]*fileEdits{}, findings: map[findingKey]*Finding{}}
+	for _, tags := range tagSets {
+		if err := p.analyze(ctx, opts, patterns, tags); err != nil {
+			return nil, err
+		}
+	}
+	res := &Result{Module: p.module, ModuleDir: p.moduleDir}
+	for _, f := range p.findings {
+		res.Findings = append(res.Findings, *f)
+	}
+	sort.Slice(res.Findings, func(i, j int) bool { return positionLess(res.Findings[i].Position, res.Findings[j].Position) })
+
+	paths := make([]string, 0, len(p.files))
+	for path := range p.files {
+		paths = append(paths, path)
+	}
+	sort.Strings(paths)
+	for _, path := range paths {
+		fc, err := p.files[path].apply(path, p.moduleDir)
+		if err != nil {
+			return nil, err
+		}
+		if fc != nil {
+			res.Files = append(res.Files, *fc)
+		}
+	}
+	if len(res.Files) > 0 {
+		for _, tags := range tagSets {
+			if err := verify(ctx, opts, patterns, tags, res.Files); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return res, nil
+}
+
+// planner accumulates findings and edits across the loads of one Plan.
+type planner struct {
+	module, moduleDir string
+	files             map[string]*fileEdits
+	findings          map[findingKey]*Finding
+}
+
+type findingKey struct {
+	file     string
+	offset   int
+	category string
+	message  string
+}
+
+// loadMode is what the analysis driver needs: syntax and types for every
+// package, dependencies included, since the analyzer's facts flow across
+// package boundaries.
+const loadMode = packages.LoadAllSyntax | packages.NeedModule
+
+func loadConfig(ctx context.Context, opts Options, tags string, mode packages.LoadMode) *packages.Config {
+	cfg := &packages.Config{Context: ctx, Mode: mode, Dir: opts.Dir, Env: opts.Env, Tests: true}
+	if tags != "" {
+		cfg.BuildFlags = []string{"-tags=" + tags}
+	}
+	return cfg
+}
+
+// analyze runs one load (one tag set) and records its findings and edits.
+func (p *planner) analyze(ctx context.Context, opts Options, patterns []string, tags string) error {
+	pkgs, err := packages.Load(loadConfig(ctx, opts, tags, loadMode), patterns...)
+	if err != nil {
+		return fmt.Errorf("load %s%s: %w", strings.Join(patterns, " "), tagsSuffix(tags), err)
+	}
+	for _, pkg := range pkgs {
+		if len(pkg.Errors) > 0 && len(pkg.GoFiles) == 0 && len(pkg.IgnoredFiles) == 0 {
+			// A pattern naming no package at all, not a package with errors.
+			return fmt.Errorf("%w: %s%s: %v", ErrNoPackages, strings.Join(patterns, " "), tagsSuffix(tags), pkg.Errors[0].Msg)
+		}
+	}
+	if problems := loadProblems(pkgs); len(problems) > 0 {
+		return &LoadError{Tags: tags, Problems: problems}
+	}
+	roots, err := p.mainModuleRoots(pkgs, patterns)
+	if err != nil {
+		return err
+	}
+	// Files of the main module: the only files a fix may edit.
+	own := map[string]bool{}
+	packages.Visit(pkgs, nil, func(pkg *packages.Package) {
+		if pkg.Module != nil && pkg.Module.Main {
+			for _, f := range pkg.CompiledGoFiles {
+				own[f] = true
+			}
+		}
+	})
+
+	graph, err := checker.Analyze([]*analysis.Analyzer{opts.Analyzer}, roots, nil)
+	if err != nil {
+		return fmt.Errorf("run analyzer %s: %w", opts.Analyzer.Name, err)
+	}
+	for _, act := range graph.Roots {
+		if act.Err != nil {
+			return fmt.Errorf("analyzer %s on %s%s: %w", opts.Analyzer.Name, act.Package.ID, tagsSuffix(tags), act.Err)
+		}
+		fset := act.Package.Fset
+		for _, d := range act.Diagnostics {
+			if err := p.record(fset, d, own); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// mainModuleRoots returns the loaded packages after checking they all belong
+// to the main module, and records the module.
+func (p *planner) mainModuleRoots(pkgs []*packages.Package, patterns []string) ([]*packages.Package, error) {
+	var roots []*packages.Package
+	for _, pkg := range pkgs {
+		if pkg.Module == nil || !pkg.Module.Main {
+			return nil, fmt.Errorf("package %s is not in the main module; rewrite migrates one module at a time: run it from that module's directory", pkg.PkgPath)
+		}
+		if p.module == "" {
+			p.module, p.moduleDir = pkg.Module.Path, pkg.Module.Dir
+		}
+		roots = append(roots, pkg)
+	}
+	if len(roots) == 0 {
+		return nil, fmt.Errorf("%w: %s", ErrNoPackages, strings.Join(patterns, " "))
+	}
+	return roots, nil
+}
+
+// loadProblems lists every load, parse and type error of the packages and
+// their dependencies.
+func loadProblems(pkgs []*packages.Package) []string {
+	var out []string
+	seen := map[string]bool{}
+	packages.Visit(pkgs, nil, func(pkg *packages.Package) {
+		for _, e := range pkg.Errors {
+			msg := e.Error()
+			if !seen[msg] {
+				seen[msg] = true
+				out = append(out, msg)
+			}
+		}
+	})
+	return out
+}
+
+// record adds one diagnostic: its finding, and its fix's edits when it has
+// exactly one fix.
+func (p *planner) record(fset *token.FileSet, d analysis.Diagnostic, own map[string]bool) error {
+	pos := fset.Position(d.Pos)
+	key := findingKey{pos.Filename, pos.Offset, d.Category, d.Message}
+	f, seen := p.findings[key]
+	if !seen {
+		f = &Finding{Position: pos, Category: d.Category, Message: d.Message}
+		p.findings[key] = f
+	}
+	if len(d.SuggestedFixes) != 1 {
+		return nil // none, or alternatives only a human can choose between
+	}
+	f.Fixed = true
+	if seen {
+		return nil // the same fix, seen from another package variant or tag set
+	}
+	for _, te := range d.SuggestedFixes[0].TextEdits {
+		end := te.End
+		if !end.IsValid() {
+			end = te.Pos
+		}
+		tf := fset.File(te.Pos)
+		if tf == nil || fset.File(end) != tf || end < te.Pos {
+			return fmt.Errorf("analyzer bug: the fix for %s has an edit with an invalid position", describe(p.moduleDir, f))
+		}
+		name := tf.Name()
+		if !own[name] {
+			return &OutsideModuleError{File: name, Finding: describe(p.moduleDir, f), Module: p.module}
+		}
+		fe := p.files[name]
+		if fe == nil {
+			fe = &fileEdits{size: tf.Size()}
+			p.files[name] = fe
+		}
+		if fe.size != tf.Size() {
+			return &FileChangedError{File: name}
+		}
+		fe.edits = append(fe.edits, edit{
+			start: tf.Offset(te.Pos), end: tf.Offset(end), text: string(te.NewText), owner: describe(p.moduleDir, f),
+		})
+	}
+	return nil
+}
+
+// fileEdits are the edits of every fix to one file.
+type fileEdits struct {
+	size  int // the file's size when it was parsed
+	edits []edit
+}
+
+// edit replaces bytes [start, end) with text.
+type edit struct {
+	start, end int
+	text       string
+	owner      string // the finding whose fix it is
+}
+
+// apply merges the edits, refusing conflicts, and returns the formatted
+// file, or nil when the edits change nothing.
+func (fe *fileEdits) apply(path, moduleDir string) (*FileChange, error) {
+	old, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	if len(old) != fe.size {
+		return nil, &FileChangedError{File: path}
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	merged, err := mergeEdits(relPath(moduleDir, path), old, fe.edits)
+	if err != nil {
+		return nil, err
+	}
+	var b bytes.Buffer
+	last := 0
+	for _, e := range merged {
+		b.Write(old[last:e.start])
+		b.WriteString(e.text)
+		last = e.end
+	}
+	b.Write(old[last:])
+	formatted, err := format.Source(b.Bytes())
+	if err != nil {
+		return nil, fmt.Errorf("the fixes leave %s unparsable (%v); nothing was changed: this is a bug in the analyzer's fixes, please report it", path, err)
+	}
+	if bytes.Equal(formatted, old) {
+		return nil, nil
+	}
+	return &FileChange{Path: path, Old: old, New: formatted, Mode: st.Mode().Perm()}, nil
+}
+
+// mergeEdits sorts the edits, keeps identical ones once and refuses
+// overlapping different ones.
+func mergeEdits(file string, content []byte, edits []edit) ([]edit, error) {
+	sort.SliceStable(edits, func(i, j int) bool {
+		if edits[i].start != edits[j].start {
+			return edits[i].start < edits[j].start
+		}
+		return edits[i].end < edits[j].end
+	})
+	var out []edit
+	for _, e := range edits {
+		if n := len(out); n > 0 {
+			prev := out[n-1]
+			if prev.start == e.start && prev.end == e.end && prev.text == e.text {
+				continue
+			}
+			switch {
+			case e.start < prev.end:
+				return nil, &ConflictError{File: file, First: prev.owner, Second: e.owner,
+					Why: fmt.Sprintf("%s and %s overlap with different replacements", span(content, prev), span(content, e))}
+			case e.start == prev.start && e.end == prev.end:
+				return nil, &ConflictError{File: file, First: prev.owner, Second: e.owner,
+					Why: fmt.Sprintf("both insert different text at %s, in no defined order", lineCol(content, e.start))}
+			}
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// verify type-checks the rewritten module in memory (an overlay), so a fix
+// that would break the build is refused before anything is written.
+func verify(ctx context.Context, opts Options, patterns []string, tags string, files []FileChange) error {
+	// Without NeedDeps the main module's packages are type-checked from source
+	// (with the overlay) and everything else comes from export data.
+	cfg := loadConfig(ctx, opts, tags, packages.NeedName|packages.NeedFiles|packages.NeedImports|packages.NeedTypes|packages.NeedSyntax|packages.NeedTypesInfo)
+	cfg.Overlay = make(map[string][]byte, len(files))
+	for _, f := range files {
+		cfg.Overlay[f.Path] = f.New
+	}
+	pkgs, err := packages.Load(cfg, patterns...)
+	if err != nil {
+		return fmt.Errorf("type-check the rewritten module%s: %w", tagsSuffix(tags), err)
+	}
+	if problems := loadProblems(pkgs); len(problems) > 0 {
+		return &VerifyError{Tags: tags, Problems: problems}
+	}
+	return nil
+}
+
+func positionLess(a, b token.Position) bool {
+	if a.Filename != b.Filename {
+		return a.Filename < b.Filename
+	}
+	return a.Offset < b.Offset
+}
+
+// relPath returns path relative to dir when it is inside it, else path.
+func relPath(dir, path string) string {
+	if dir == "" {
+		return path
+	}
+	rel, err := filepath.Rel(dir, path)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return path
+	}
+	return filepath.ToSlash(rel)
+}
+
+// describe names a finding for an error message: "file:line:col (message)"
+// with the file relative to the module root.
+func describe(moduleDir string, f *Finding) string {
+	return fmt.Sprintf("%s:%d:%d (%s)", relPath(moduleDir, f.Position.Filename), f.Position.Line, f.Position.Column, f.Message)
+}
+
+// span formats an edit's range as "line:col-line:col".
+func span(content []byte, e edit) string {
+	return lineCol(content, e.start) + "-" + lineCol(content, e.end)
+}
+
+// lineCol formats a byte offset of content as "line:col" (both from 1,
+// columns in bytes, as go/token counts them).
+func lineCol(content []byte, offset int) string {
+	offset = min(offset, len(content))
+	before := content[:offset]
+	line := bytes.Count(before, []byte("\n")) + 1
+	col := offset - (bytes.LastIndexByte(before, '\n') + 1) + 1
+	return fmt.Sprintf("%d:%d", line, col)
+}
