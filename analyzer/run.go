@@ -1,0 +1,467 @@
+package analyzer
+
+import (
+	"fmt"
+	"go/ast"
+	"go/token"
+	"go/types"
+	"strings"
+
+	"golang.org/x/tools/go/analysis"
+)
+
+// runMethods are the method names that make an interface declaring
+// UniqueKey() string a job interface in the default detection.
+var runMethods = map[string]bool{
+	"Run": true, "Perform": true, "Execute": true, "Handle": true,
+	"Process": true, "Work": true, "Do": true,
+}
+
+const (
+	legacyName = "UniqueKey"
+	keyName    = "ConcurrencyKey"
+	limitName  = "ConcurrencyLimit"
+)
+
+// pass is one run of the analyzer over one package.
+type pass struct {
+	*analysis.Pass
+	s *settings
+
+	files      map[*token.File]*fileInfo
+	funcDecls  map[*types.Func]*ast.FuncDecl
+	typeSpecs  map[*types.TypeName]typeDecl
+	ifaceField map[*types.Func]ifaceMethod
+
+	jobIfaces []*jobIface
+	migrating map[*types.Func]bool // local methods renamed to ConcurrencyKey
+	jobValue  map[types.Type]bool  // cache for isJobValue
+	callees   map[ast.Expr]bool    // functions of calls, built on first use
+}
+
+type typeDecl struct {
+	spec *ast.TypeSpec
+	decl *ast.GenDecl
+}
+
+// ifaceMethod is a method declared in an interface type of this package.
+type ifaceMethod struct {
+	field *ast.Field
+	iface *ast.InterfaceType
+}
+
+// jobIface is a legacy job interface known to this package.
+type jobIface struct {
+	obj      *types.TypeName
+	iface    *types.Interface
+	legacy   *types.Func
+	generic  bool
+	migrated bool
+}
+
+func (s *settings) run(ap *analysis.Pass) (any, error) {
+	p := &pass{
+		Pass:       ap,
+		s:          s,
+		files:      map[*token.File]*fileInfo{},
+		funcDecls:  map[*types.Func]*ast.FuncDecl{},
+		typeSpecs:  map[*types.TypeName]typeDecl{},
+		ifaceField: map[*types.Func]ifaceMethod{},
+		migrating:  map[*types.Func]bool{},
+		jobValue:   map[types.Type]bool{},
+	}
+	// Only the analysed module is edited or reported: a package of a
+	// dependency module has a version, the main module's packages have none.
+	editable := ap.Module == nil || ap.Module.Version == ""
+	p.index()
+	p.findJobInterfaces()
+	if editable {
+		p.planInterfaces()
+	}
+	for _, j := range p.jobIfaces {
+		if j.obj.Pkg() == p.Pkg {
+			p.ExportObjectFact(j.obj, &JobInterfaceFact{Migrated: j.migrated})
+		}
+	}
+	if !editable {
+		return nil, nil
+	}
+	p.planJobTypes()
+	for _, f := range p.Files {
+		p.walk(f)
+	}
+	p.reportDirectives()
+	return nil, nil
+}
+
+// index records the declarations of this package by their objects.
+func (p *pass) index() {
+	for _, f := range p.Files {
+		tf := p.Fset.File(f.FileStart)
+		if tf == nil {
+			continue
+		}
+		p.files[tf] = newFileInfo(p.Fset, f)
+		for _, d := range f.Decls {
+			switch d := d.(type) {
+			case *ast.FuncDecl:
+				if fn, ok := p.TypesInfo.Defs[d.Name].(*types.Func); ok && d.Recv != nil {
+					p.funcDecls[fn] = d
+				}
+			case *ast.GenDecl:
+				if d.Tok != token.TYPE {
+					continue
+				}
+				for _, spec := range d.Specs {
+					ts := spec.(*ast.TypeSpec)
+					if tn, ok := p.TypesInfo.Defs[ts.Name].(*types.TypeName); ok {
+						p.typeSpecs[tn] = typeDecl{ts, d}
+					}
+				}
+			}
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			it, ok := n.(*ast.InterfaceType)
+			if !ok {
+				return true
+			}
+			for _, fld := range it.Methods.List {
+				if len(fld.Names) == 0 {
+					continue
+				}
+				if fn, ok := p.TypesInfo.Defs[fld.Names[0]].(*types.Func); ok {
+					p.ifaceField[fn] = ifaceMethod{fld, it}
+				}
+			}
+			return true
+		})
+	}
+}
+
+// legacyMethod returns the UniqueKey() string method of an interface.
+func legacyMethod(it *types.Interface) *types.Func {
+	for m := range it.Methods() {
+		if m.Name() == legacyName && isLegacySignature(m) {
+			return m
+		}
+	}
+	return nil
+}
+
+func isLegacySignature(fn *types.Func) bool {
+	sig := fn.Signature()
+	return sig.Params().Len() == 0 && sig.Results().Len() == 1 &&
+		types.Identical(sig.Results().At(0).Type(), types.Typ[types.String])
+}
+
+// isJobInterface applies the detection rule to a named interface.
+func (s *settings) isJobInterface(tn *types.TypeName, it *types.Interface) bool {
+	if legacyMethod(it) == nil {
+		return false
+	}
+	if len(s.interfaces) > 0 {
+		return tn.Pkg() != nil && s.interfaces[tn.Pkg().Path()+"."+tn.Name()]
+	}
+	for m := range it.Methods() {
+		if runMethods[m.Name()] {
+			return true
+		}
+	}
+	return false
+}
+
+// findJobInterfaces collects the job interfaces of this package and, from
+// facts, of every package it depends on.
+func (p *pass) findJobInterfaces() {
+	scope := p.Pkg.Scope()
+	for _, name := range scope.Names() {
+		tn, ok := scope.Lookup(name).(*types.TypeName)
+		if !ok || tn.IsAlias() {
+			continue
+		}
+		if it, ok := tn.Type().Underlying().(*types.Interface); ok && p.s.isJobInterface(tn, it) {
+			p.jobIfaces = append(p.jobIfaces, newJobIface(tn, it, false))
+		}
+	}
+	for _, of := range p.AllObjectFacts() {
+		jf, ok := of.Fact.(*JobInterfaceFact)
+		if !ok {
+			continue
+		}
+		tn, ok := of.Object.(*types.TypeName)
+		if !ok || tn.Pkg() == p.Pkg {
+			continue
+		}
+		if it, ok := tn.Type().Underlying().(*types.Interface); ok {
+			p.jobIfaces = append(p.jobIfaces, newJobIface(tn, it, jf.Migrated))
+		}
+	}
+}
+
+func newJobIface(tn *types.TypeName, it *types.Interface, migrated bool) *jobIface {
+	generic := false
+	if n, ok := tn.Type().(*types.Named); ok && n.TypeParams().Len() > 0 {
+		generic = true
+	}
+	return &jobIface{obj: tn, iface: it, legacy: legacyMethod(it), generic: generic, migrated: migrated}
+}
+
+// isMigrating reports whether fn (an origin method) is renamed to
+// ConcurrencyKey, here or by the package that declares it.
+func (p *pass) isMigrating(fn *types.Func) bool {
+	if p.migrating[fn] {
+		return true
+	}
+	if fn.Pkg() == nil || fn.Pkg() == p.Pkg {
+		return false
+	}
+	return p.ImportObjectFact(fn, new(MigratedFact))
+}
+
+// planInterfaces reports this package's job interfaces (and the interfaces
+// they embed that declare the legacy method) with their fix.
+func (p *pass) planInterfaces() {
+	done := map[*ast.Field]bool{}
+	for _, j := range p.jobIfaces {
+		if j.obj.Pkg() != p.Pkg {
+			continue
+		}
+		spec := p.typeSpecs[j.obj].spec
+		m := j.legacy
+		im, local := p.ifaceField[m]
+		switch {
+		case p.isMigrating(m):
+			j.migrated = true
+			continue
+		case !local:
+			p.report(spec.Name, spec.Name, CodeExternal, fmt.Sprintf(
+				"job interface %s gets UniqueKey from %s, declared in another package: migrate that interface by hand",
+				j.obj.Name(), types.TypeString(recvOrOwner(m), types.RelativeTo(p.Pkg))), nil)
+			continue
+		case hasMember(j.obj.Type(), p.Pkg, keyName) || hasMember(j.obj.Type(), p.Pkg, limitName):
+			p.report(im.field, im.field, CodeClash, fmt.Sprintf(
+				"job interface %s already has %s or %s beside UniqueKey: resolve by hand", j.obj.Name(), keyName, limitName), nil)
+			continue
+		}
+		if done[im.field] {
+			continue
+		}
+		done[im.field] = true
+		if !p.report(im.field.Names[0], im.field, CodeInterface, fmt.Sprintf(
+			"interface %s declares UniqueKey: declare ConcurrencyKey and ConcurrencyLimit instead", j.obj.Name()),
+			p.interfaceFix(im)) {
+			continue
+		}
+		p.migrating[m] = true
+		p.ExportObjectFact(m, &MigratedFact{})
+		j.migrated = true
+	}
+	// An interface embedding a migrated one is migrated with it.
+	for _, j := range p.jobIfaces {
+		if j.obj.Pkg() == p.Pkg && !j.migrated && p.isMigrating(j.legacy) {
+			j.migrated = true
+		}
+	}
+}
+
+// recvOrOwner names what declares a method, for messages.
+func recvOrOwner(fn *types.Func) types.Type {
+	if r := fn.Signature().Recv(); r != nil {
+		return r.Type()
+	}
+	return types.Typ[types.Invalid]
+}
+
+// hasMember reports whether t or *t has a field or method called name.
+func hasMember(t types.Type, pkg *types.Package, name string) bool {
+	obj, _, _ := types.LookupFieldOrMethod(t, true, pkg, name)
+	return obj != nil
+}
+
+// implements reports whether the named type t (or *t) implements job
+// interface j. Generic types and interfaces are compared by method names,
+// with the legacy method's signature checked exactly.
+func (p *pass) implements(t *types.Named, j *jobIface) bool {
+	if !j.generic && t.TypeParams().Len() == 0 {
+		return types.Implements(t, j.iface) || types.Implements(types.NewPointer(t), j.iface)
+	}
+	for m := range j.iface.Methods() {
+		obj, _, _ := types.LookupFieldOrMethod(t, true, m.Pkg(), m.Name())
+		fn, ok := obj.(*types.Func)
+		if !ok || (m.Name() == legacyName && !isLegacySignature(fn)) {
+			return false
+		}
+	}
+	return true
+}
+
+// planJobTypes finds this package's job types and reports each legacy
+// method once, with its fix.
+func (p *pass) planJobTypes() {
+	scope := p.Pkg.Scope()
+	for _, name := range scope.Names() {
+		tn, ok := scope.Lookup(name).(*types.TypeName)
+		if !ok || tn.IsAlias() {
+			continue
+		}
+		named, ok := tn.Type().(*types.Named)
+		if !ok || types.IsInterface(named) {
+			continue
+		}
+		var impl []*jobIface
+		for _, j := range p.jobIfaces {
+			if p.implements(named, j) {
+				impl = append(impl, j)
+			}
+		}
+		if len(impl) == 0 {
+			continue
+		}
+		p.planJobType(tn, named, impl)
+	}
+}
+
+func (p *pass) planJobType(tn *types.TypeName, named *types.Named, impl []*jobIface) {
+	td := p.typeSpecs[tn]
+	if td.spec == nil {
+		return
+	}
+	obj, _, _ := types.LookupFieldOrMethod(named, true, p.Pkg, legacyName)
+	fn, ok := obj.(*types.Func)
+	if !ok {
+		return
+	}
+	fn = fn.Origin()
+	if p.isMigrating(fn) {
+		return // promoted from a migrated type or interface
+	}
+	var migrated, foreign *jobIface
+	for _, j := range impl {
+		if j.migrated {
+			migrated = j
+		} else if j.obj.Pkg() != p.Pkg {
+			foreign = j
+		}
+	}
+	fd := p.funcDecls[fn]
+	at := ast.Node(td.spec.Name)
+	if fd != nil {
+		at = fd.Name
+	}
+	if migrated == nil {
+		if foreign != nil {
+			p.report(at, at, CodeExternal, fmt.Sprintf(
+				"job type %s implements %s, which this run does not migrate (declared in %s): keep UniqueKey until that interface moves to ConcurrencyKey",
+				tn.Name(), foreign.obj.Name(), foreign.obj.Pkg().Path()), nil)
+		}
+		return // a local interface that is not migrated has its own finding
+	}
+	if hasMember(named, p.Pkg, keyName) || hasMember(named, p.Pkg, limitName) {
+		p.report(at, at, CodeClash, fmt.Sprintf(
+			"job type %s already has %s or %s beside UniqueKey: resolve by hand", tn.Name(), keyName, limitName), nil)
+		return
+	}
+	if fd != nil {
+		msg := fmt.Sprintf("job type %s: rename UniqueKey to ConcurrencyKey and add ConcurrencyLimit", tn.Name())
+		if owner := receiverTypeName(fd); owner != tn.Name() {
+			msg = fmt.Sprintf("job type %s promotes UniqueKey from %s: rename it to ConcurrencyKey and add ConcurrencyLimit", tn.Name(), owner)
+		}
+		if p.report(fd.Name, fd.Name, CodeJobType, msg, p.methodFix(fd)) {
+			p.migrating[fn] = true
+			p.ExportObjectFact(fn, &MigratedFact{})
+		}
+		return
+	}
+	// The method comes from an embedded type this package cannot edit:
+	// add both methods to the job type, delegating to it.
+	pointer := types.NewMethodSet(named).Lookup(p.Pkg, legacyName) == nil
+	p.report(td.spec.Name, td.spec.Name, CodeJobType, fmt.Sprintf(
+		"job type %s promotes UniqueKey from %s: add ConcurrencyKey and ConcurrencyLimit delegating to it",
+		tn.Name(), types.TypeString(recvOrOwner(fn), types.RelativeTo(p.Pkg))), p.delegateFix(td, pointer))
+}
+
+// receiverTypeName is the base type name of a method's receiver.
+func receiverTypeName(fd *ast.FuncDecl) string {
+	if fd.Recv == nil || len(fd.Recv.List) == 0 {
+		return ""
+	}
+	return baseTypeName(fd.Recv.List[0].Type)
+}
+
+func baseTypeName(e ast.Expr) string {
+	for {
+		switch x := e.(type) {
+		case *ast.StarExpr:
+			e = x.X
+		case *ast.ParenExpr:
+			e = x.X
+		case *ast.IndexExpr:
+			e = x.X
+		case *ast.IndexListExpr:
+			e = x.X
+		case *ast.Ident:
+			return x.Name
+		default:
+			return ""
+		}
+	}
+}
+
+// isJobValue reports whether a value of type t is a job: a job type, a
+// pointer to one, or a job interface.
+func (p *pass) isJobValue(t types.Type) bool {
+	if t == nil {
+		return false
+	}
+	if ptr, ok := t.(*types.Pointer); ok {
+		t = ptr.Elem()
+	}
+	named, ok := t.(*types.Named)
+	if !ok {
+		return false
+	}
+	named = named.Origin()
+	if v, ok := p.jobValue[named]; ok {
+		return v
+	}
+	v := false
+	for _, j := range p.jobIfaces {
+		if named.Obj() == j.obj || (!types.IsInterface(named) && p.implements(named, j)) {
+			v = true
+			break
+		}
+	}
+	p.jobValue[named] = v
+	return v
+}
+
+// report emits one finding unless a directive silences it, turning any
+// finding in a generated file into a "regenerate" report without a fix. It
+// reports whether the fix was emitted, i.e. whether the code is migrated.
+func (p *pass) report(from, to ast.Node, code Code, msg string, fix *analysis.SuggestedFix) bool {
+	fi := p.files[p.Fset.File(from.Pos())]
+	if fi != nil && fi.suppressed(p.Fset.Position(from.Pos()).Line) {
+		return false
+	}
+	if fi != nil && fi.generated {
+		code, msg, fix = CodeGenerated, "generated file: regenerate it instead of editing it ("+msg+")", nil
+	}
+	d := analysis.Diagnostic{Pos: from.Pos(), End: to.End(), Category: string(code), Message: msg}
+	if fix != nil {
+		d.SuggestedFixes = []analysis.SuggestedFix{*fix}
+	}
+	p.Report(d)
+	return fix != nil
+}
+
+// firstUpperToLower gives a receiver name for a type name.
+func receiverNameFor(typeName string, taken map[string]bool) string {
+	name := "recv"
+	if typeName != "" && typeName[0] >= 'A' && typeName[0] <= 'Z' || typeName != "" && typeName[0] >= 'a' && typeName[0] <= 'z' {
+		name = strings.ToLower(typeName[:1])
+	}
+	if taken[name] {
+		name = "recv"
+	}
+	return name
+}

@@ -1,0 +1,180 @@
+package analyzer
+
+import (
+	"go/ast"
+	"go/token"
+	"go/types"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"golang.org/x/tools/go/analysis"
+)
+
+const (
+	legacySpanError = "DuplicateJob"
+	newSpanError    = "ConcurrencyLimitReached"
+	pgerrcodePath   = "github.com/jackc/pgerrcode"
+)
+
+// uniqueKeyColumn matches the legacy column name as a whole word.
+var uniqueKeyColumn = regexp.MustCompile(`(?i)(^|[^a-z0-9_])unique_key([^a-z0-9_]|$)`)
+
+func diagnostic(n ast.Node, code Code, msg string) analysis.Diagnostic {
+	return analysis.Diagnostic{Pos: n.Pos(), End: n.End(), Category: string(code), Message: msg}
+}
+
+// walk reports the findings inside declarations: call sites, renames,
+// string literals and unique-violation handling.
+func (p *pass) walk(f *ast.File) {
+	for _, decl := range f.Decls {
+		enqueues := false
+		if fd, ok := decl.(*ast.FuncDecl); ok && fd.Body != nil {
+			enqueues = p.enqueues(fd.Body)
+		}
+		ast.Inspect(decl, func(n ast.Node) bool {
+			switch x := n.(type) {
+			case *ast.ImportSpec:
+				return false
+			case *ast.SelectorExpr:
+				p.callSite(x)
+			case *ast.Ident:
+				p.ident(x, enqueues)
+			case *ast.BasicLit:
+				if x.Kind == token.STRING {
+					p.literal(x, enqueues)
+				}
+			}
+			return true
+		})
+	}
+}
+
+// callSite renames a call, method value or method expression of a migrated
+// UniqueKey.
+func (p *pass) callSite(x *ast.SelectorExpr) {
+	if x.Sel.Name != legacyName {
+		return
+	}
+	sel, ok := p.TypesInfo.Selections[x]
+	if !ok {
+		return
+	}
+	fn, ok := sel.Obj().(*types.Func)
+	if !ok || !p.isMigrating(fn.Origin()) {
+		return
+	}
+	what := "call of"
+	switch sel.Kind() {
+	case types.MethodVal:
+		if !p.isCalled(x) {
+			what = "method value"
+		}
+	case types.MethodExpr:
+		what = "method expression"
+	}
+	p.report(x.Sel, x.Sel, CodeCallSite, what+" "+types.TypeString(sel.Recv(), types.RelativeTo(p.Pkg))+".UniqueKey: now ConcurrencyKey",
+		&analysis.SuggestedFix{
+			Message:   "Rename UniqueKey to ConcurrencyKey",
+			TextEdits: []analysis.TextEdit{{Pos: x.Sel.Pos(), End: x.Sel.End(), NewText: []byte(keyName)}},
+		})
+}
+
+// isCalled reports whether a selector is the function of a call; the
+// inspector gives no parent, so the callee set is collected lazily.
+func (p *pass) isCalled(x *ast.SelectorExpr) bool {
+	if p.callees == nil {
+		p.callees = map[ast.Expr]bool{}
+		for _, f := range p.Files {
+			ast.Inspect(f, func(n ast.Node) bool {
+				if c, ok := n.(*ast.CallExpr); ok {
+					p.callees[ast.Unparen(c.Fun)] = true
+				}
+				return true
+			})
+		}
+	}
+	return p.callees[x]
+}
+
+// ident applies configured renames and spots pgerrcode.UniqueViolation.
+func (p *pass) ident(id *ast.Ident, enqueues bool) {
+	obj := p.TypesInfo.Uses[id]
+	if obj == nil {
+		obj = p.TypesInfo.Defs[id]
+	}
+	if obj == nil || obj.Pkg() == nil || obj.Parent() != obj.Pkg().Scope() {
+		return
+	}
+	if enqueues && obj.Name() == "UniqueViolation" && obj.Pkg().Path() == pgerrcodePath {
+		p.report(id, id, CodeUniqueViolation, "handles a unique violation (pgerrcode.UniqueViolation) around an enqueue: "+uniqueViolationAdvice, nil)
+		return
+	}
+	qualified := obj.Pkg().Path() + "." + obj.Name()
+	if to, ok := p.s.renames[qualified]; ok && to != id.Name {
+		p.report(id, id, CodeRename, "rename "+qualified+" to "+to, &analysis.SuggestedFix{
+			Message:   "Rename " + obj.Name() + " to " + to,
+			TextEdits: []analysis.TextEdit{{Pos: id.Pos(), End: id.End(), NewText: []byte(to)}},
+		})
+	}
+}
+
+const uniqueViolationAdvice = "a blocked enqueue is no longer a database error; check the enqueue result for the concurrency limit instead"
+
+// literal reports string literals: the span error string, SQL text naming
+// unique_key and unique-violation markers.
+func (p *pass) literal(lit *ast.BasicLit, enqueues bool) {
+	val, err := strconv.Unquote(lit.Value)
+	if err != nil {
+		return
+	}
+	switch {
+	case val == legacySpanError:
+		quoted := strconv.Quote(newSpanError)
+		if strings.HasPrefix(lit.Value, "`") {
+			quoted = "`" + newSpanError + "`"
+		}
+		p.report(lit, lit, CodeSpanError, `span error string "DuplicateJob": now "ConcurrencyLimitReached"`, &analysis.SuggestedFix{
+			Message:   `Replace "DuplicateJob" with "ConcurrencyLimitReached"`,
+			TextEdits: []analysis.TextEdit{{Pos: lit.Pos(), End: lit.End(), NewText: []byte(quoted)}},
+		})
+	case uniqueKeyColumn.MatchString(val):
+		p.report(lit, lit, CodeSQL, "string names the unique_key column, which the database migration renames to concurrency_key: update it by hand", nil)
+	case enqueues && (val == "23505" || strings.Contains(strings.ToLower(val), "duplicate key")):
+		p.report(lit, lit, CodeUniqueViolation, "handles a unique violation ("+strconv.Quote(val)+") around an enqueue: "+uniqueViolationAdvice, nil)
+	}
+}
+
+// enqueues reports whether a function body enqueues a job: it calls a
+// function named like Enqueue, or passes a job value to a call.
+func (p *pass) enqueues(body *ast.BlockStmt) bool {
+	found := false
+	ast.Inspect(body, func(n ast.Node) bool {
+		call, ok := n.(*ast.CallExpr)
+		if !ok || found {
+			return !found
+		}
+		var name string
+		switch fun := ast.Unparen(call.Fun).(type) {
+		case *ast.Ident:
+			name = fun.Name
+		case *ast.SelectorExpr:
+			name = fun.Sel.Name
+		}
+		if strings.Contains(strings.ToLower(name), "enqueue") {
+			found = true
+			return false
+		}
+		if tv, ok := p.TypesInfo.Types[call.Fun]; ok && tv.IsType() {
+			return true // a conversion, not a call
+		}
+		for _, arg := range call.Args {
+			if p.isJobValue(p.TypesInfo.TypeOf(arg)) {
+				found = true
+				return false
+			}
+		}
+		return true
+	})
+	return found
+}
