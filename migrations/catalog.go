@@ -1,0 +1,357 @@
+package migrations
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/migrate-unique/migrate-unique/internal/layout"
+)
+
+// querier is what the catalog reads need: *pgx.Conn and pgx.Tx satisfy it.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+// SavedUnique is a unique constraint or unique index that covered the key
+// and that the cutover dropped, saved exactly so that down can restore it.
+type SavedUnique struct {
+	// Table is the quoted, schema-qualified table.
+	Table string `json:"table"`
+	// Index is the index name (the constraint's name for a constraint).
+	Index string `json:"index"`
+	// Constraint is the constraint name, or "" for a bare unique index.
+	Constraint string `json:"constraint"`
+	// Definition is pg_get_indexdef before the rename.
+	Definition string `json:"definition"`
+	// ConstraintDefinition is pg_get_constraintdef before the rename.
+	ConstraintDefinition string `json:"constraint_definition"`
+	// Rebuild is pg_get_indexdef after the rename: what down builds.
+	Rebuild string `json:"rebuild"`
+	// Predicate is the partial index's WHERE clause after the rename, or "".
+	Predicate string `json:"predicate"`
+	// Columns are the index's key columns after the rename.
+	Columns []string `json:"columns"`
+	// Deferrable and Deferred carry the constraint's timing.
+	Deferrable bool `json:"deferrable"`
+	Deferred   bool `json:"deferred"`
+}
+
+// tableInfo is what the catalog says about one table of the layout.
+type tableInfo struct {
+	name    string
+	exists  bool
+	columns map[string]bool
+	rows    int64 // estimate (reltuples)
+	bytes   int64 // pg_total_relation_size
+}
+
+func (t tableInfo) keyColumn() string {
+	if t.columns[layout.LegacyKeyColumn] {
+		return layout.LegacyKeyColumn
+	}
+	return layout.KeyColumn
+}
+
+// indexInfo is one index on a table of the layout.
+type indexInfo struct {
+	table, name             string
+	unique, primary, valid  bool
+	method                  string
+	columns                 []string // rendered key columns, quoted as needed
+	predicate               string
+	constraint              string
+	definition              string
+	hasExpressionsOrInclude bool
+}
+
+func (ix indexInfo) coversKey() bool {
+	return slices.Contains(ix.columns, layout.LegacyKeyColumn) || slices.Contains(ix.columns, layout.KeyColumn)
+}
+
+// versionRow is the layout's row in the tool's version table.
+type versionRow struct {
+	state       string
+	toolVersion string
+	saved       []SavedUnique
+	updatedAt   time.Time
+}
+
+// inspection is a read-only snapshot of everything the migration decides on.
+type inspection struct {
+	l             layout.Layout
+	schemaExists  bool
+	tables        []tableInfo
+	indexes       map[string][]indexInfo
+	versionTable  bool
+	version       *versionRow
+	limitsTable   bool
+	slotsTable    bool
+	skipColumn    bool
+	sessions      []session
+	serverVersion int
+}
+
+// session is another backend holding a lock on a table of the layout.
+type session struct {
+	pid     int
+	state   string
+	xactAge time.Duration
+	idleAge time.Duration
+	table   string
+	mode    string
+	query   string
+}
+
+func (in *inspection) table(name string) *tableInfo {
+	for i := range in.tables {
+		if in.tables[i].name == name {
+			return &in.tables[i]
+		}
+	}
+	return nil
+}
+
+func inspect(ctx context.Context, q querier, l layout.Layout) (*inspection, error) {
+	l = l.WithDefaults()
+	in := &inspection{l: l, indexes: map[string][]indexInfo{}}
+	if err := q.QueryRow(ctx, "SELECT current_setting('server_version_num')::int, EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)", l.Schema).
+		Scan(&in.serverVersion, &in.schemaExists); err != nil {
+		return nil, fmt.Errorf("read the catalog: %w", err)
+	}
+	for _, t := range l.Tables() {
+		ti := tableInfo{name: t, columns: map[string]bool{}}
+		var cols []string
+		err := q.QueryRow(ctx, `
+SELECT c.reltuples::bigint, pg_total_relation_size(c.oid),
+       ARRAY(SELECT a.attname::text FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum)
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')`, l.Schema, t).Scan(&ti.rows, &ti.bytes, &cols)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+		case err != nil:
+			return nil, fmt.Errorf("read table %s: %w", l.Table(t), err)
+		default:
+			ti.exists = true
+			if ti.rows < 0 {
+				ti.rows = 0
+			}
+			for _, c := range cols {
+				ti.columns[c] = true
+			}
+			ixs, err := readIndexes(ctx, q, l, t)
+			if err != nil {
+				return nil, err
+			}
+			in.indexes[t] = ixs
+		}
+		in.tables = append(in.tables, ti)
+	}
+	exists := func(name string) (bool, error) {
+		var ok bool
+		err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p'))`, l.Schema, name).Scan(&ok)
+		return ok, err
+	}
+	var err error
+	if in.versionTable, err = exists(layout.VersionTable); err != nil {
+		return nil, fmt.Errorf("read the catalog: %w", err)
+	}
+	if in.limitsTable, err = exists(layout.LimitsTable); err != nil {
+		return nil, fmt.Errorf("read the catalog: %w", err)
+	}
+	if in.slotsTable, err = exists(layout.SlotsTable); err != nil {
+		return nil, fmt.Errorf("read the catalog: %w", err)
+	}
+	if st := l.SkipTable(); st != "" {
+		if t := in.table(st); t != nil {
+			in.skipColumn = t.columns[layout.SkipMetadataColumn]
+		}
+	}
+	if in.versionTable {
+		v, err := readVersion(ctx, q, l)
+		if err != nil {
+			return nil, err
+		}
+		in.version = v
+	}
+	if in.sessions, err = readSessions(ctx, q, l); err != nil {
+		return nil, err
+	}
+	return in, nil
+}
+
+func readIndexes(ctx context.Context, q querier, l layout.Layout, table string) ([]indexInfo, error) {
+	rows, err := q.Query(ctx, `
+SELECT i.relname::text, x.indisunique, x.indisprimary, x.indisvalid, am.amname::text,
+       ARRAY(SELECT pg_get_indexdef(x.indexrelid, k, true) FROM generate_series(1, x.indnkeyatts) AS k),
+       coalesce(pg_get_expr(x.indpred, x.indrelid, true), ''), coalesce(con.conname::text, ''), pg_get_indexdef(x.indexrelid),
+       x.indexprs IS NOT NULL OR x.indnatts <> x.indnkeyatts
+FROM pg_index x
+JOIN pg_class i ON i.oid = x.indexrelid
+JOIN pg_class t ON t.oid = x.indrelid
+JOIN pg_namespace n ON n.oid = t.relnamespace
+JOIN pg_am am ON am.oid = i.relam
+LEFT JOIN pg_constraint con ON con.conindid = x.indexrelid AND con.conrelid = x.indrelid AND con.contype IN ('u', 'p', 'x')
+WHERE n.nspname = $1 AND t.relname = $2
+ORDER BY i.relname`, l.Schema, table)
+	if err != nil {
+		return nil, fmt.Errorf("read the indexes of %s: %w", l.Table(table), err)
+	}
+	var out []indexInfo
+	for rows.Next() {
+		ix := indexInfo{table: table}
+		if err := rows.Scan(&ix.name, &ix.unique, &ix.primary, &ix.valid, &ix.method, &ix.columns, &ix.predicate, &ix.constraint, &ix.definition, &ix.hasExpressionsOrInclude); err != nil {
+			return nil, fmt.Errorf("read the indexes of %s: %w", l.Table(table), err)
+		}
+		out = append(out, ix)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read the indexes of %s: %w", l.Table(table), err)
+	}
+	return out, nil
+}
+
+func readVersion(ctx context.Context, q querier, l layout.Layout) (*versionRow, error) {
+	var v versionRow
+	var saved []byte
+	err := q.QueryRow(ctx, "SELECT state, tool_version, saved, updated_at FROM "+l.Table(layout.VersionTable)+" WHERE layout = $1", layoutID(l)).
+		Scan(&v.state, &v.toolVersion, &saved, &v.updatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the version table %s (it should have columns layout, state, tool_version, saved, updated_at; if another tool owns a table of that name, move it): %w", l.Table(layout.VersionTable), err)
+	}
+	if err := json.Unmarshal(saved, &v.saved); err != nil {
+		return nil, fmt.Errorf("read the saved definitions in %s: %w", l.Table(layout.VersionTable), err)
+	}
+	return &v, nil
+}
+
+// readSessions lists other sessions that hold or wait for a lock on a table
+// of the layout, with the age of their transaction.
+func readSessions(ctx context.Context, q querier, l layout.Layout) ([]session, error) {
+	rows, err := q.Query(ctx, `
+SELECT DISTINCT ON (a.pid, c.relname) a.pid, coalesce(a.state, ''), 
+       coalesce(extract(epoch FROM now() - a.xact_start), 0)::float8,
+       coalesce(extract(epoch FROM now() - a.state_change), 0)::float8,
+       c.relname::text, lk.mode, left(coalesce(a.query, ''), 120)
+FROM pg_locks lk
+JOIN pg_class c ON c.oid = lk.relation
+JOIN pg_namespace n ON n.oid = c.relnamespace
+JOIN pg_stat_activity a ON a.pid = lk.pid
+WHERE n.nspname = $1 AND c.relname = ANY ($2) AND lk.pid <> pg_backend_pid()
+ORDER BY a.pid, c.relname`, l.Schema, l.Tables())
+	if err != nil {
+		return nil, fmt.Errorf("read the sessions on the layout's tables: %w", err)
+	}
+	defer rows.Close()
+	var out []session
+	for rows.Next() {
+		var s session
+		var xact, idle float64
+		if err := rows.Scan(&s.pid, &s.state, &xact, &idle, &s.table, &s.mode, &s.query); err != nil {
+			return nil, fmt.Errorf("read the sessions on the layout's tables: %w", err)
+		}
+		s.xactAge = time.Duration(xact * float64(time.Second))
+		s.idleAge = time.Duration(idle * float64(time.Second))
+		out = append(out, s)
+	}
+	return out, rows.Err()
+}
+
+// State is where a database stands in the migration.
+type State string
+
+// The states of a layout.
+const (
+	// Legacy: every table has unique_key; nothing of the migration exists.
+	Legacy State = "legacy"
+	// PartlyMigrated: a run stopped half-way (up or down); re-run it.
+	PartlyMigrated State = "partly migrated"
+	// Migrated: every table has concurrency_key and the run finished.
+	Migrated State = "migrated"
+)
+
+func (in *inspection) state() State {
+	legacy, migrated := true, true
+	for _, t := range in.tables {
+		if !t.columns[layout.LegacyKeyColumn] {
+			legacy = false
+		}
+		if !t.columns[layout.KeyColumn] || t.columns[layout.LegacyKeyColumn] {
+			migrated = false
+		}
+	}
+	switch {
+	case migrated && in.version != nil && in.version.state == "migrated":
+		return Migrated
+	case legacy && in.version == nil && len(in.ours()) == 0:
+		return Legacy
+	default:
+		return PartlyMigrated
+	}
+}
+
+// ours lists the counting indexes of ours that exist, valid or not.
+func (in *inspection) ours() []indexInfo {
+	var out []indexInfo
+	for _, ci := range countingIndexes(in.l) {
+		for _, ix := range in.indexes[ci.table] {
+			if ix.name == ci.name {
+				out = append(out, ix)
+			}
+		}
+	}
+	return out
+}
+
+// invalidOurs lists the names of our indexes left invalid by a failed build.
+func (in *inspection) invalidOurs() []string {
+	var out []string
+	for _, ix := range in.ours() {
+		if !ix.valid {
+			out = append(out, ix.table+"."+ix.name)
+		}
+	}
+	return out
+}
+
+// equivalent returns a valid index on ci's table that counts as well as ours
+// would: a btree whose first key columns are (class, key), not a unique
+// index covering the key (the cutover drops those), with no
+// predicate (a full index counts a partial one's rows as well).
+func (in *inspection) equivalent(ci countingIndex) (indexInfo, bool) {
+	class := layout.Ident(in.l.ClassColumn)
+	keys := []string{layout.Ident(layout.LegacyKeyColumn), layout.Ident(layout.KeyColumn)}
+	for _, ix := range in.indexes[ci.table] {
+		if ix.name == ci.name || !ix.valid || ix.method != "btree" || ix.unique || len(ix.columns) < 2 {
+			continue
+		}
+		if quoteIfNeeded(ix.columns[0]) != class || !slices.Contains(keys, quoteIfNeeded(ix.columns[1])) {
+			continue
+		}
+		if ix.predicate == "" && !ix.hasExpressionsOrInclude {
+			return ix, true
+		}
+	}
+	return indexInfo{}, false
+}
+
+// quoteIfNeeded maps pg_get_indexdef's column rendering (quoted only when
+// needed) to always-quoted form, for comparison with layout.Ident.
+func quoteIfNeeded(col string) string {
+	if strings.HasPrefix(col, `"`) {
+		return col
+	}
+	return layout.Ident(col)
+}

@@ -1,0 +1,118 @@
+package migrations
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// ErrStopped is returned when Options.StopAfterStep stopped a run on
+// purpose (a test hook that simulates a kill between two steps).
+var ErrStopped = errors.New("stopped by the StopAfterStep hook")
+
+// ErrBusy is returned when another run of the tool holds the layout.
+var ErrBusy = errors.New("another migrate-unique run is working on this layout; wait for it to finish")
+
+// Finding is one preflight observation. Fatal findings stop the run before
+// any change.
+type Finding struct {
+	// Fatal findings abort the run.
+	Fatal bool
+	// Message says what was found and what to do about it.
+	Message string
+}
+
+func (f Finding) String() string {
+	if f.Fatal {
+		return "refused: " + f.Message
+	}
+	return "note: " + f.Message
+}
+
+// PreflightError lists the fatal preflight findings. Nothing was changed.
+type PreflightError struct {
+	Findings []Finding
+}
+
+func (e *PreflightError) Error() string {
+	var b strings.Builder
+	b.WriteString("preflight refused the migration; nothing was changed:")
+	for _, f := range e.Findings {
+		if f.Fatal {
+			b.WriteString("\n  - " + f.Message)
+		}
+	}
+	return b.String()
+}
+
+// Candidate is a set of tables of the database that look like a legacy
+// queue, with the flags that select it.
+type Candidate struct {
+	// Tables lists the schema-qualified tables.
+	Tables []string
+	// Args are the layout flags that select the candidate.
+	Args string
+}
+
+// NotFoundError says that the layout's schema, tables or columns do not
+// exist, and lists the tables of the database that have a key column.
+type NotFoundError struct {
+	// Missing lists what was not found.
+	Missing []string
+	// Candidates lists tables with a unique_key (or concurrency_key) column.
+	Candidates []Candidate
+}
+
+func (e *NotFoundError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "layout not found: %s", strings.Join(e.Missing, "; "))
+	if len(e.Candidates) == 0 {
+		b.WriteString("\nno table of this database has a unique_key column")
+		return b.String()
+	}
+	b.WriteString("\ntables with a unique_key column, and the flags that select them:")
+	for _, c := range e.Candidates {
+		fmt.Fprintf(&b, "\n  %s\n      %s", strings.Join(c.Tables, ", "), c.Args)
+	}
+	return b.String()
+}
+
+// DuplicateGroup is a group that breaks the unique rule down would restore.
+type DuplicateGroup struct {
+	// Table and Index name the rule.
+	Table, Index string
+	// Class and Key are the group's class and key (Key is every key column
+	// joined with ", " when the rule has more than class and key).
+	Class, Key string
+	// Count is the number of rows the group has under the rule.
+	Count int64
+}
+
+// DuplicatesError is returned by Down when groups break the old unique
+// rule. Nothing was changed and no row was deleted.
+type DuplicatesError struct {
+	Groups []DuplicateGroup
+}
+
+func (e *DuplicatesError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "down refused: %d group(s) have more rows than the old unique rule allows; nothing was changed and no job was deleted. Let them finish or delete them yourself, then run down again:", len(e.Groups))
+	for _, g := range e.Groups {
+		fmt.Fprintf(&b, "\n  %s (rule %s): class %q, key %q: %d rows", g.Table, g.Index, g.Class, g.Key, g.Count)
+	}
+	return b.String()
+}
+
+// LockError is returned when a step could not take its locks within
+// MaxAttempts attempts of LockTimeout each.
+type LockError struct {
+	Step     string
+	Attempts int
+	Err      error
+}
+
+func (e *LockError) Error() string {
+	return fmt.Sprintf("step %q: could not take its locks in %d attempts (%v); nothing of this step was applied, run again when the queue is quieter or raise --lock-timeout / --max-attempts", e.Step, e.Attempts, e.Err)
+}
+
+func (e *LockError) Unwrap() error { return e.Err }

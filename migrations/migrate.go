@@ -1,0 +1,363 @@
+package migrations
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/migrate-unique/migrate-unique/internal/layout"
+	"github.com/migrate-unique/migrate-unique/internal/lockid"
+	"github.com/migrate-unique/migrate-unique/internal/pgurl"
+)
+
+// Defaults of Options.
+const (
+	DefaultLockTimeout     = 2 * time.Second
+	DefaultMaxAttempts     = 10
+	DefaultLongTransaction = time.Minute
+	DefaultProgressEvery   = 5 * time.Second
+)
+
+// Options tunes Up and Down. The zero value is usable.
+type Options struct {
+	// LockTimeout bounds every wait for a lock on a queue table; a writer
+	// queued behind the migration waits at most this long per attempt.
+	// Default 2s.
+	LockTimeout time.Duration
+	// MaxAttempts bounds the retries of a step that hit a lock timeout
+	// (55P03) or a deadlock (40P01). Default 10.
+	MaxAttempts int
+	// LongTransaction: the preflight refuses to start while another session
+	// holding a lock on a queue table has been in a transaction (or idle in
+	// one) longer than this. Default 1m.
+	LongTransaction time.Duration
+	// Out receives one line per step and the index builds' progress; nil
+	// prints nothing.
+	Out io.Writer
+	// Terminal redraws a progress bar on Out instead of printing a line
+	// every ProgressEvery.
+	Terminal bool
+	// ProgressEvery is the interval of progress lines. Default 5s.
+	ProgressEvery time.Duration
+	// OnStep is called after every step, done or skipped.
+	OnStep func(StepResult)
+	// StopAfterStep, when > 0, stops the run with ErrStopped right after
+	// step number StopAfterStep (1-based): a test hook that simulates a
+	// kill between two steps.
+	StopAfterStep int
+	// Logger receives debug records of retries; nil discards them.
+	Logger *slog.Logger
+}
+
+func (o Options) withDefaults() Options {
+	if o.LockTimeout <= 0 {
+		o.LockTimeout = DefaultLockTimeout
+	}
+	if o.MaxAttempts <= 0 {
+		o.MaxAttempts = DefaultMaxAttempts
+	}
+	if o.LongTransaction <= 0 {
+		o.LongTransaction = DefaultLongTransaction
+	}
+	if o.ProgressEvery <= 0 {
+		o.ProgressEvery = DefaultProgressEvery
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
+// StepResult is what one step did.
+type StepResult struct {
+	// Number is the step's 1-based position in the run.
+	Number int
+	// Name says what the step does.
+	Name string
+	// Table is the table the step touches, or "".
+	Table string
+	// Lock is the strongest lock the step takes on Table.
+	Lock string
+	// Skipped says why the step had nothing to do, or "".
+	Skipped string
+	// Attempts counts the tries (more than one after lock timeouts).
+	Attempts int
+	// Duration is the step's wall time, retries included.
+	Duration time.Duration
+	// LockHeld is how long the step held its ACCESS EXCLUSIVE lock (0 when
+	// it takes none).
+	LockHeld time.Duration
+}
+
+// Report is what a run did.
+type Report struct {
+	// Direction is "up" or "down".
+	Direction string
+	// Before and After are the layout's states around the run.
+	Before, After State
+	// Findings are the preflight's notes.
+	Findings []Finding
+	// Steps lists every step in order.
+	Steps []StepResult
+	// Duration is the run's wall time.
+	Duration time.Duration
+	// LongestLock is the longest ACCESS EXCLUSIVE hold of any step, and
+	// LongestLockStep names that step.
+	LongestLock     time.Duration
+	LongestLockStep string
+	// Saved lists the unique rules the cutover dropped (up) or restored (down).
+	Saved []SavedUnique
+	// Kept lists what down left in place because it holds operator data.
+	Kept []string
+}
+
+// Summary is the one-line result: state, duration and longest lock.
+func (r *Report) Summary() string {
+	s := fmt.Sprintf("%s: %s -> %s in %s, longest lock %s", r.Direction, r.Before, r.After, r.Duration.Round(time.Millisecond), r.LongestLock.Round(time.Microsecond))
+	if r.LongestLockStep != "" {
+		s += " (" + r.LongestLockStep + ")"
+	}
+	return s
+}
+
+type stepKind int
+
+const (
+	// stepTx runs in one transaction with SET LOCAL lock_timeout, retried.
+	stepTx stepKind = iota
+	// stepConcurrent is one CONCURRENTLY statement, outside any transaction.
+	stepConcurrent
+	// stepPlain is one statement outside any transaction.
+	stepPlain
+)
+
+// step is one unit of the migration: resumable on its own.
+type step struct {
+	name  string
+	table string // quoted table, or ""
+	lock  string
+	kind  stepKind
+	sql   string
+	// exclusive lists the quoted tables the step locks ACCESS EXCLUSIVE
+	// first, under a bounded wait, so the hold can be measured.
+	exclusive []string
+	skip      string
+	// index is the quoted index a concurrent build creates: a leftover that
+	// is invalid is dropped before each try.
+	index string
+	// onError maps a step's failure to a better error (duplicates).
+	onError func(ctx context.Context, err error) error
+}
+
+// runner holds a run's connection and options.
+type runner struct {
+	url  string
+	l    layout.Layout
+	opts Options
+	conn *pgx.Conn
+	pid  uint32
+}
+
+func connect(ctx context.Context, url string) (*pgx.Conn, error) {
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		return nil, pgurl.RedactError(url, fmt.Errorf("parse the database URL %s: %w (expected postgres://user@host:5432/dbname)", pgurl.Redact(url), err))
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, pgurl.RedactError(url, fmt.Errorf("connect to %s: %w", pgurl.Describe(url), err))
+	}
+	return conn, nil
+}
+
+func newRunner(ctx context.Context, url string, l layout.Layout, opts Options) (*runner, error) {
+	l = l.WithDefaults()
+	if err := l.Validate(); err != nil {
+		return nil, err
+	}
+	conn, err := connect(ctx, url)
+	if err != nil {
+		return nil, err
+	}
+	r := &runner{url: url, l: l, opts: opts.withDefaults(), conn: conn, pid: conn.PgConn().PID()}
+	// A run never depends on the server's or role's defaults for these.
+	if _, err := conn.Exec(ctx, "SET lock_timeout = 0; SET statement_timeout = 0; SET idle_in_transaction_session_timeout = 0"); err != nil {
+		r.close()
+		return nil, fmt.Errorf("configure the session: %w", err)
+	}
+	return r, nil
+}
+
+// lock takes the layout's run lock (a session advisory lock): no second run.
+func (r *runner) lock(ctx context.Context) error {
+	var ok bool
+	id := lockid.For("migrate-unique", r.l.Schema+"/"+layoutID(r.l))
+	if err := r.conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", id).Scan(&ok); err != nil {
+		return fmt.Errorf("take the run lock: %w", err)
+	}
+	if !ok {
+		return ErrBusy
+	}
+	return nil
+}
+
+func (r *runner) close() {
+	if r.conn != nil {
+		_ = r.conn.Close(context.Background())
+	}
+}
+
+func (r *runner) printf(format string, args ...any) {
+	if r.opts.Out != nil {
+		fmt.Fprintf(r.opts.Out, format, args...)
+	}
+}
+
+// retryable reports a lock timeout, a deadlock, or the statement timeout
+// that bounds our own lock acquisition.
+func retryable(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "55P03" || pgErr.Code == "40P01" || pgErr.Code == "57014")
+}
+
+// backoff is the jittered wait before attempt n+1: exponential from 100ms,
+// capped at 5s, uniformly drawn from its upper half.
+func backoff(n int) time.Duration {
+	d := 100 * time.Millisecond << min(n-1, 6)
+	d = min(d, 5*time.Second)
+	return d/2 + rand.N(d/2+1)
+}
+
+// execute runs steps in order and fills rep.
+func (r *runner) execute(ctx context.Context, steps []step, rep *Report) error {
+	for i, s := range steps {
+		res := StepResult{Number: i + 1, Name: s.name, Table: s.table, Lock: s.lock, Skipped: s.skip}
+		start := time.Now()
+		if s.skip == "" {
+			r.printf("step %d/%d: %s ...\n", i+1, len(steps), s.name)
+			var err error
+			res.Attempts, res.LockHeld, err = r.runStep(ctx, s)
+			if err != nil {
+				res.Duration = time.Since(start)
+				rep.Steps = append(rep.Steps, res)
+				return err
+			}
+			res.Duration = time.Since(start)
+			r.printf("step %d/%d: %s: done in %s (attempts %d, lock held %s)\n", i+1, len(steps), s.name, res.Duration.Round(time.Millisecond), res.Attempts, res.LockHeld.Round(time.Microsecond))
+		} else {
+			r.printf("step %d/%d: %s: skipped, %s\n", i+1, len(steps), s.name, s.skip)
+		}
+		rep.Steps = append(rep.Steps, res)
+		if res.LockHeld > rep.LongestLock {
+			rep.LongestLock, rep.LongestLockStep = res.LockHeld, s.name
+		}
+		if r.opts.OnStep != nil {
+			r.opts.OnStep(res)
+		}
+		if r.opts.StopAfterStep > 0 && i+1 == r.opts.StopAfterStep {
+			return fmt.Errorf("after step %d (%s): %w", i+1, s.name, ErrStopped)
+		}
+	}
+	return nil
+}
+
+func (r *runner) runStep(ctx context.Context, s step) (attempts int, held time.Duration, err error) {
+	for attempts = 1; ; attempts++ {
+		switch s.kind {
+		case stepTx:
+			held, err = r.runTx(ctx, s)
+		case stepConcurrent:
+			err = r.runConcurrent(ctx, s)
+		default:
+			_, err = r.conn.Exec(ctx, s.sql)
+		}
+		if err == nil {
+			return attempts, held, nil
+		}
+		if s.onError != nil {
+			if e := s.onError(ctx, err); e != err {
+				return attempts, 0, e
+			}
+		}
+		if !retryable(err) || ctx.Err() != nil {
+			return attempts, 0, fmt.Errorf("step %q: %w", s.name, err)
+		}
+		if attempts >= r.opts.MaxAttempts {
+			return attempts, 0, &LockError{Step: s.name, Attempts: attempts, Err: err}
+		}
+		wait := backoff(attempts)
+		r.opts.Logger.Debug("lock not available, retrying", "step", s.name, "attempt", attempts, "wait", wait, "err", err)
+		r.printf("step %s: lock not available within %s (attempt %d/%d), retrying in %s\n", s.name, r.opts.LockTimeout, attempts, r.opts.MaxAttempts, wait.Round(time.Millisecond))
+		select {
+		case <-ctx.Done():
+			return attempts, 0, ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+}
+
+// runTx runs the step in one transaction. Its exclusive locks are taken
+// first, in one statement bounded by both lock_timeout and statement_timeout
+// so that a writer queued behind it waits at most LockTimeout in all.
+func (r *runner) runTx(ctx context.Context, s step) (held time.Duration, err error) {
+	ms := r.opts.LockTimeout.Milliseconds()
+	var acquired time.Time
+	err = pgx.BeginFunc(ctx, r.conn, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL lock_timeout = '%dms'", ms)); err != nil {
+			return err
+		}
+		if len(s.exclusive) > 0 {
+			if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL statement_timeout = '%dms'", ms)); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, "LOCK TABLE "+strings.Join(s.exclusive, ", ")+" IN ACCESS EXCLUSIVE MODE"); err != nil {
+				return err
+			}
+			acquired = time.Now()
+			if _, err := tx.Exec(ctx, "SET LOCAL statement_timeout = 0"); err != nil {
+				return err
+			}
+		}
+		_, err := tx.Exec(ctx, s.sql)
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	if !acquired.IsZero() {
+		held = time.Since(acquired)
+	}
+	return held, nil
+}
+
+// runConcurrent runs one CONCURRENTLY statement, first dropping an invalid
+// leftover of the index it builds, with index build progress on Out.
+func (r *runner) runConcurrent(ctx context.Context, s step) error {
+	if s.index != "" {
+		var invalid bool
+		err := r.conn.QueryRow(ctx, "SELECT NOT x.indisvalid FROM pg_index x WHERE x.indexrelid = to_regclass($1)", s.index).Scan(&invalid)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		if invalid {
+			r.printf("dropping invalid leftover index %s before rebuilding it\n", s.index)
+			if _, err := r.conn.Exec(ctx, "DROP INDEX CONCURRENTLY IF EXISTS "+s.index); err != nil {
+				return err
+			}
+		} else if err == nil {
+			return nil // built by an earlier run
+		}
+	}
+	stop := r.watchProgress(ctx, s.name)
+	defer stop()
+	_, err := r.conn.Exec(ctx, s.sql)
+	return err
+}

@@ -1,0 +1,144 @@
+package migrations
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"text/template"
+	"time"
+
+	"github.com/migrate-unique/migrate-unique/internal/layout"
+	"github.com/migrate-unique/migrate-unique/internal/version"
+)
+
+//go:embed templates/*.tmpl
+var templateFS embed.FS
+
+var templates = template.Must(template.New("").Funcs(template.FuncMap{
+	"lit":   layout.Literal,
+	"ident": layout.Ident,
+	"join":  strings.Join,
+}).ParseFS(templateFS, "templates/*.tmpl"))
+
+// tmplData is what every template sees. Identifiers arrive quoted; values
+// that are part of the layout are quoted by the lit function.
+type tmplData struct {
+	VersionTable string
+	LayoutID     string
+	ToolVersion  string
+	LockTimeout  string
+	Tables       []string
+	LegacyKey    string
+	Key          string
+
+	// Index templates.
+	Index, IndexName, Table, ClassColumn, KeyColumn, Predicate string
+
+	// Runtime templates.
+	RuntimeDDL, SkipDDL                []string
+	LimitsTable, SlotsTable, SkipTable string
+	SkipColumn                         string
+
+	// Rebuild template.
+	Definition string
+}
+
+func newTmplData(l layout.Layout, lockTimeout time.Duration) tmplData {
+	l = l.WithDefaults()
+	d := tmplData{
+		VersionTable: l.Table(layout.VersionTable),
+		LayoutID:     layoutID(l),
+		ToolVersion:  version.Version,
+		LockTimeout:  fmt.Sprintf("%dms", lockTimeout.Milliseconds()),
+		LegacyKey:    layout.LegacyKeyColumn,
+		Key:          layout.KeyColumn,
+		LimitsTable:  l.Table(layout.LimitsTable),
+		SlotsTable:   l.Table(layout.SlotsTable),
+		SkipColumn:   layout.SkipMetadataColumn,
+	}
+	for _, stmt := range l.RuntimeDDL() {
+		// The skip-metadata column locks a queue table; the new tables do not.
+		if strings.HasPrefix(stmt, "ALTER TABLE") {
+			d.SkipDDL = append(d.SkipDDL, stmt)
+		} else {
+			d.RuntimeDDL = append(d.RuntimeDDL, stmt)
+		}
+	}
+	for _, t := range l.Tables() {
+		d.Tables = append(d.Tables, l.Table(t))
+	}
+	if t := l.SkipTable(); t != "" {
+		d.SkipTable = l.Table(t)
+	}
+	return d
+}
+
+func render(name string, d tmplData) (string, error) {
+	var b bytes.Buffer
+	if err := templates.ExecuteTemplate(&b, name, d); err != nil {
+		return "", fmt.Errorf("render %s: %w", name, err)
+	}
+	return b.String(), nil
+}
+
+// layoutID names a layout in the version table: its kind and tables, which
+// is unique within the schema that holds the version table.
+func layoutID(l layout.Layout) string {
+	if l.SingleTable() {
+		return "single-table:" + l.JobsTable
+	}
+	return "two-table:" + strings.Join(l.Tables(), ",")
+}
+
+// countingIndexName is the name of the counting index the migration builds
+// on table: deterministic, so a re-run finds its own leftovers, and at most
+// 63 bytes.
+func countingIndexName(table string) string {
+	const suffix = "_concurrency_key_idx"
+	name := table + suffix
+	if len(name) <= 63 {
+		return name
+	}
+	sum := sha256.Sum256([]byte(table))
+	return table[:63-len(suffix)-9] + "_" + hex.EncodeToString(sum[:4]) + suffix
+}
+
+// countingIndex is the index the runtime counts active jobs with: (class,
+// key) on an active table, partial on the active states of a single table.
+type countingIndex struct {
+	table     string // unquoted table name
+	name      string // unquoted index name
+	predicate string // "" or the WHERE clause, rendered
+}
+
+func countingIndexes(l layout.Layout) []countingIndex {
+	l = l.WithDefaults()
+	var out []countingIndex
+	for _, t := range l.ActiveTables() {
+		ci := countingIndex{table: t, name: countingIndexName(t)}
+		if l.SingleTable() {
+			ci.predicate = layout.Ident(l.StateColumn) + " IN " + l.StatesList()
+		}
+		out = append(out, ci)
+	}
+	return out
+}
+
+func (ci countingIndex) createSQL(l layout.Layout, keyColumn string) (string, error) {
+	d := newTmplData(l, 0)
+	d.IndexName = layout.Ident(ci.name)
+	d.Table = l.Table(ci.table)
+	d.ClassColumn = layout.Ident(l.WithDefaults().ClassColumn)
+	d.KeyColumn = layout.Ident(keyColumn)
+	d.Predicate = ci.predicate
+	return render("create_index.sql.tmpl", d)
+}
+
+func dropIndexSQL(l layout.Layout, index string) (string, error) {
+	d := newTmplData(l, 0)
+	d.Index = l.Table(index)
+	return render("drop_index.sql.tmpl", d)
+}

@@ -1,0 +1,238 @@
+package migrations
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/migrate-unique/migrate-unique/internal/layout"
+)
+
+// Up migrates the layout's tables online (SPEC section 7): preflight,
+// counting indexes built CONCURRENTLY, one short cutover transaction that
+// renames the key column and drops the unique rule (saved for Down), the
+// runtime's tables, ANALYZE. Every step is idempotent: after a kill, run it
+// again. On an already migrated database it changes nothing and returns a
+// report whose Before is Migrated.
+func Up(ctx context.Context, databaseURL string, l layout.Layout, opts Options) (*Report, error) {
+	start := time.Now()
+	r, err := newRunner(ctx, databaseURL, l, opts)
+	if err != nil {
+		return nil, err
+	}
+	defer r.close()
+	if err := r.lock(ctx); err != nil {
+		return nil, err
+	}
+	in, findings, err := r.preflight(ctx, "up")
+	if err != nil {
+		return nil, err
+	}
+	rep := &Report{Direction: "up", Before: in.state(), Findings: findings}
+	for _, f := range findings {
+		r.printf("preflight %s\n", f)
+	}
+	if rep.Before == Migrated {
+		rep.After = Migrated
+		rep.Saved = in.version.saved
+		r.printf("already migrated (tool %s, %s); nothing to do\n", in.version.toolVersion, in.version.updatedAt.UTC().Format(time.RFC3339))
+		return rep, nil
+	}
+	steps, err := upSteps(in, r.opts)
+	if err != nil {
+		return nil, err
+	}
+	runErr := r.execute(ctx, steps, rep)
+	rep.Duration = time.Since(start)
+	after, err := inspect(ctx, r.conn, r.l)
+	if err == nil {
+		rep.After = after.state()
+		if after.version != nil {
+			rep.Saved = after.version.saved
+		}
+	}
+	if runErr != nil {
+		return rep, runErr
+	}
+	r.printf("%s\n", rep.Summary())
+	return rep, err
+}
+
+// upSteps lists every step of up in a fixed order; a step with nothing to
+// do is kept, marked skipped, so step numbers never depend on the state.
+func upSteps(in *inspection, opts Options) ([]step, error) {
+	l := in.l
+	d := newTmplData(l, opts.LockTimeout)
+	var steps []step
+	sql, err := render("version_table.up.sql.tmpl", d)
+	if err != nil {
+		return nil, err
+	}
+	steps = append(steps, step{name: "version table", table: l.Table(layout.VersionTable), lock: "none on the queue", kind: stepTx, sql: sql})
+	for _, ci := range countingIndexes(l) {
+		t := in.table(ci.table)
+		sql, err := ci.createSQL(l, t.keyColumn())
+		if err != nil {
+			return nil, err
+		}
+		s := step{name: "counting index on " + l.Table(ci.table), table: l.Table(ci.table), lock: "SHARE UPDATE EXCLUSIVE (writers go on)",
+			kind: stepConcurrent, sql: sql, index: l.Table(ci.name)}
+		if eq, ok := in.equivalent(ci); ok {
+			s.skip = "reuses the equivalent index " + layout.Ident(eq.name)
+		}
+		for _, ix := range in.indexes[ci.table] {
+			if ix.name == ci.name && ix.valid {
+				s.skip = "already built"
+			}
+		}
+		steps = append(steps, s)
+	}
+	if sql, err = render("cutover.up.sql.tmpl", d); err != nil {
+		return nil, err
+	}
+	cut := step{name: "cutover: rename " + layout.LegacyKeyColumn + " to " + layout.KeyColumn + ", drop the unique rule", table: strings.Join(d.Tables, ", "),
+		lock: "ACCESS EXCLUSIVE (short)", kind: stepTx, sql: sql, exclusive: d.Tables}
+	if !in.needsCutover() {
+		cut.skip = "already done"
+	}
+	steps = append(steps, cut)
+	if sql, err = render("runtime.up.sql.tmpl", d); err != nil {
+		return nil, err
+	}
+	steps = append(steps, step{name: "runtime tables", table: l.Table(layout.LimitsTable) + ", " + l.Table(layout.SlotsTable), lock: "none on the queue",
+		kind: stepTx, sql: sql, skip: map[bool]string{true: "already created"}[in.limitsTable && in.slotsTable]})
+	if d.SkipTable != "" {
+		if sql, err = render("skip_column.up.sql.tmpl", d); err != nil {
+			return nil, err
+		}
+		steps = append(steps, step{name: "skip-metadata column", table: d.SkipTable, lock: "ACCESS EXCLUSIVE (short, adds a NULL column)",
+			kind: stepTx, sql: sql, exclusive: []string{d.SkipTable}, skip: map[bool]string{true: "already added"}[in.skipColumn]})
+	}
+	if sql, err = render("analyze.up.sql.tmpl", d); err != nil {
+		return nil, err
+	}
+	steps = append(steps, step{name: "analyze", table: strings.Join(d.Tables, ", "), lock: "SHARE UPDATE EXCLUSIVE (writers go on)", kind: stepPlain, sql: sql})
+	if sql, err = render("finish.up.sql.tmpl", d); err != nil {
+		return nil, err
+	}
+	steps = append(steps, step{name: "record migrated", table: l.Table(layout.VersionTable), lock: "none on the queue", kind: stepTx, sql: sql})
+	return steps, nil
+}
+
+// needsCutover reports a table that still has the legacy key column or a
+// unique rule covering the key.
+func (in *inspection) needsCutover() bool {
+	for _, t := range in.tables {
+		if t.columns[layout.LegacyKeyColumn] {
+			return true
+		}
+		for _, ix := range in.indexes[t.name] {
+			if ix.unique && !ix.primary && ix.coversKey() {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// preflight inspects the database read-only and returns its findings; any
+// fatal one becomes a *PreflightError (or *NotFoundError).
+func (r *runner) preflight(ctx context.Context, direction string) (*inspection, []Finding, error) {
+	in, err := inspect(ctx, r.conn, r.l)
+	if err != nil {
+		return nil, nil, err
+	}
+	l := r.l
+	var missing []string
+	if !in.schemaExists {
+		missing = append(missing, fmt.Sprintf("schema %s does not exist (--schema)", layout.Ident(l.Schema)))
+	} else {
+		for _, t := range in.tables {
+			if !t.exists {
+				missing = append(missing, fmt.Sprintf("table %s does not exist", l.Table(t.name)))
+			}
+		}
+	}
+	if len(missing) > 0 {
+		nf := &NotFoundError{Missing: missing}
+		nf.Candidates, nf.Missing = findCandidates(ctx, r.conn, l, nf.Missing)
+		return nil, nil, nf
+	}
+	var fs []Finding
+	fatal := func(format string, args ...any) {
+		fs = append(fs, Finding{Fatal: true, Message: fmt.Sprintf(format, args...)})
+	}
+	note := func(format string, args ...any) { fs = append(fs, Finding{Message: fmt.Sprintf(format, args...)}) }
+	for _, t := range in.tables {
+		if !t.columns[l.ClassColumn] {
+			fatal("table %s has no class column %s (set --class-column)", l.Table(t.name), layout.Ident(l.ClassColumn))
+		}
+		if l.SingleTable() && !t.columns[l.StateColumn] {
+			fatal("table %s has no state column %s (set --state-column)", l.Table(t.name), layout.Ident(l.StateColumn))
+		}
+		switch {
+		case t.columns[layout.LegacyKeyColumn] && t.columns[layout.KeyColumn]:
+			fatal("table %s has both %s and %s; the tool cannot tell which one is the key: drop or rename the one that is not", l.Table(t.name), layout.LegacyKeyColumn, layout.KeyColumn)
+		case !t.columns[layout.LegacyKeyColumn] && !t.columns[layout.KeyColumn]:
+			fatal("table %s has no key column %s (nor %s): is this the right table?", l.Table(t.name), layout.LegacyKeyColumn, layout.KeyColumn)
+		}
+	}
+	if in.version != nil && in.version.state == "rolling back" && direction == "up" {
+		note("a down run stopped half-way; up takes the layout forward again")
+	}
+	for _, name := range in.invalidOurs() {
+		note("index %s is an invalid leftover of an interrupted build; it will be dropped and rebuilt", name)
+	}
+	for _, t := range in.tables {
+		for _, ix := range in.indexes[t.name] {
+			if !ix.valid && ix.coversKey() && !isOurs(l, ix) {
+				note("index %s on %s is INVALID and not ours; the migration ignores it (drop it with DROP INDEX CONCURRENTLY)", layout.Ident(ix.name), l.Table(t.name))
+			}
+			if direction == "up" && ix.unique && !ix.primary && ix.coversKey() {
+				what := "unique index"
+				if ix.constraint != "" {
+					what = "unique constraint"
+				}
+				note("%s %s (%s) will be dropped at the cutover and saved for down", what, layout.Ident(ix.name), ix.definition)
+			}
+		}
+	}
+	for _, s := range in.sessions {
+		switch {
+		case s.state == "idle in transaction" && s.idleAge > r.opts.LongTransaction:
+			fatal("session pid %d is idle in a transaction for %s holding %s on %s; it would stall the index builds and the cutover: end it (SELECT pg_terminate_backend(%d)) or wait", s.pid, s.idleAge.Round(time.Second), s.mode, l.Table(s.table), s.pid)
+		case s.xactAge > r.opts.LongTransaction:
+			fatal("session pid %d has been in a transaction for %s holding %s on %s (%q); it would stall the index builds and the cutover: wait for it or end it", s.pid, s.xactAge.Round(time.Second), s.mode, l.Table(s.table), s.query)
+		}
+	}
+	if hasFatal(fs) {
+		return nil, fs, &PreflightError{Findings: fs}
+	}
+	return in, fs, nil
+}
+
+func hasFatal(fs []Finding) bool {
+	for _, f := range fs {
+		if f.Fatal {
+			return true
+		}
+	}
+	return false
+}
+
+func isOurs(l layout.Layout, ix indexInfo) bool {
+	for _, ci := range countingIndexes(l) {
+		if ci.table == ix.table && ci.name == ix.name {
+			return true
+		}
+	}
+	return false
+}
+
+// IsNotFound reports whether err says the layout was not found.
+func IsNotFound(err error) bool {
+	var nf *NotFoundError
+	return errors.As(err, &nf)
+}
