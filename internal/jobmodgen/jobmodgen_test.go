@@ -1,0 +1,62 @@
+package jobmodgen_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/migrate-unique/migrate-unique/internal/jobmodgen"
+)
+
+// TestGeneratedModuleBuildsAndPasses runs the real go toolchain over a
+// generated module: it must vet clean and pass its own tests.
+func TestGeneratedModuleBuildsAndPasses(t *testing.T) {
+	dir := t.TempDir()
+	st, err := jobmodgen.Generate(dir, 3, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Packages != 3 || st.JobTypes != 10 || st.Provable != 5 || st.NonJobs != 3 {
+		t.Errorf("stats = %+v", st)
+	}
+	// Each package: one call per job type in Keys, one in InterfaceKeys,
+	// one method expression; packages after the first add Upstream.
+	if want := 10 + 3*2 + 2; st.CallSites != want {
+		t.Errorf("call sites = %d, want %d", st.CallSites, want)
+	}
+	for _, args := range [][]string{{"vet", "./..."}, {"test", "-count=1", "./..."}} {
+		cmd := exec.Command("go", args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	src, err := os.ReadFile(filepath.Join(dir, "jobs001", "jobs001.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"prev.All()[0].UniqueKey()", "func (j *Job4) UniqueKey() string", "func (Job6) UniqueKey() string"} {
+		if !strings.Contains(string(src), want) {
+			t.Errorf("jobs001.go lacks %q", want)
+		}
+	}
+}
+
+func TestRejectsBadInput(t *testing.T) {
+	if err := jobmodgen.Write(t.TempDir(), 0, 10); err == nil {
+		t.Error("0 packages: no error")
+	}
+	if err := jobmodgen.Write(t.TempDir(), 5, 3); err == nil {
+		t.Error("fewer jobs than packages: no error")
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "x"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := jobmodgen.Write(dir, 1, 1); err == nil || !strings.Contains(err.Error(), "not empty") {
+		t.Errorf("non-empty dir: err = %v", err)
+	}
+}
