@@ -242,3 +242,35 @@ func (r sqlRow) Scan(dest ...any) error {
 	}
 	return err
 }
+
+// batcher is implemented by handles that can pipeline statements. The batch
+// runs as one transaction: the caller's, or an implicit one that commits
+// when the batch ends.
+type batcher interface {
+	sendBatch(ctx context.Context, qs []query) error
+}
+
+func (d pgxDB) sendBatch(ctx context.Context, qs []query) (err error) {
+	b := &pgx.Batch{}
+	for _, q := range qs {
+		b.Queue(q.sql, q.args...)
+	}
+	br := d.h.SendBatch(ctx, b)
+	defer func() {
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	for _, q := range qs {
+		if q.scan != nil {
+			if err := q.scan(pgxRow{br.QueryRow()}); err != nil {
+				return err
+			}
+			continue
+		}
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
+	}
+	return nil
+}

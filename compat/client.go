@@ -1,0 +1,382 @@
+package compat
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/migrate-unique/migrate-unique/internal/layout"
+)
+
+// Errors callers branch on. Every error the runtime returns for one of these
+// causes wraps the sentinel; the message names the job and the fix.
+var (
+	// ErrInvalidJob: a job definition the runtime refuses (negative limit,
+	// key too long for the column or containing a NUL byte, empty class).
+	// Nothing is inserted.
+	ErrInvalidJob = errors.New("invalid job")
+	// ErrNotMigrated: the job needs the migrated schema (a limit above 1,
+	// or skip records) and the database still has unique_key.
+	ErrNotMigrated = errors.New("the database is not migrated")
+	// ErrSchema: the layout's tables are missing or not a queue.
+	ErrSchema = errors.New("unusable queue schema")
+)
+
+// Job is one job to enqueue.
+type Job struct {
+	// Class is the job class the queue stores (job_class, kind, job_type).
+	Class string
+	// Value is the job value whose optional methods give its concurrency
+	// identity (ConcurrencyKey, ConcurrencyLimit, or the legacy UniqueKey)
+	// and whether it wants skip records. nil: no key, no limit. An Identity
+	// (from Limit or Scheduled) works too.
+	Value any
+	// Args is stored as JSON in the parameters column (parameters, args or
+	// payload). []byte and json.RawMessage are stored as they are.
+	Args any
+	// Priority, Queue and Retries fill the columns of the same name when the
+	// table has them. Queue "" is "default".
+	Priority int
+	Queue    string
+	Retries  int
+	// RetryAttempt is 0 for a new job; retries set it.
+	RetryAttempt int
+	// StartAt delays the job (start_at, or the run_at column of a
+	// single-table layout). Zero: now.
+	StartAt time.Time
+	// Source fills plain-jobs' source column. "": "compat".
+	Source string
+
+	args            any // Args encoded: a JSON string or nil
+	traceID, spanID any
+}
+
+// Result is the outcome of one enqueue: inserted, or skipped at the limit.
+type Result struct {
+	// ID and UUID identify the inserted row (UUID is "" when the table has
+	// no uuid column). Both are zero when the job was skipped.
+	ID   int64
+	UUID string
+	// Skipped is non-nil when the limit kept the job out.
+	Skipped *Skip
+}
+
+// Inserted reports whether the job was enqueued.
+func (r Result) Inserted() bool { return r.Skipped == nil }
+
+// Skip says why a job was not enqueued.
+type Skip struct {
+	// Group is the group's name: class, or class::key.
+	Group string
+	// Class and Key are the group's class and key (the schedule prefix in
+	// no-overlap mode).
+	Class, Key string
+	// Limit is the limit that applied (the override when there is one) and
+	// Active the active jobs counted, at most Limit.
+	Limit, Active int
+	// Holders are the active jobs that hold the group.
+	Holders []JobRef
+	// RecordID is the id of the skip record, when the job type wants one.
+	RecordID int64
+}
+
+// JobRef points at one row of the layout.
+type JobRef struct {
+	Table string `json:"table"`
+	ID    int64  `json:"id"`
+}
+
+// Client enqueues jobs into one queue layout. It is safe for concurrent use.
+type Client struct {
+	db     DB
+	l      layout.Layout
+	o      options
+	tracer trace.Tracer
+	ins    instruments
+
+	mu     sync.Mutex
+	schema *schema
+}
+
+// NewClient returns a client for the layout's queue on db. db is usually a
+// pool (Pgx(pool) or SQL(db)); Enqueue runs each call in its own
+// transaction there, and EnqueueTx joins a caller's transaction.
+func NewClient(db DB, l layout.Layout, opts ...Option) (*Client, error) {
+	l = l.WithDefaults()
+	if err := l.Validate(); err != nil {
+		return nil, fmt.Errorf("compat: %w", err)
+	}
+	c := &Client{db: db, l: l}
+	for _, o := range opts {
+		o(&c.o)
+	}
+	c.o.defaults()
+	c.tracer = c.o.tp.Tracer(instrumentationName)
+	c.ins = newInstruments(c.o.mp.Meter(instrumentationName))
+	return c, nil
+}
+
+// Layout returns the client's layout.
+func (c *Client) Layout() layout.Layout { return c.l }
+
+// Enqueue admits and inserts one job in its own transaction.
+func (c *Client) Enqueue(ctx context.Context, job Job) (Result, error) {
+	return c.EnqueueTx(ctx, c.db, job)
+}
+
+// EnqueueTx admits and inserts one job through db. When db is the caller's
+// transaction (Pgx(tx), SQL(tx)) the insert joins it and the group's lock is
+// held until the caller commits, so the admission stays exact; enqueue under
+// READ COMMITTED, the default. Otherwise it runs its own transaction.
+func (c *Client) EnqueueTx(ctx context.Context, db DB, job Job) (Result, error) {
+	res, err := c.EnqueueManyTx(ctx, db, []Job{job})
+	if err != nil {
+		return Result{}, err
+	}
+	return res[0], nil
+}
+
+// EnqueueMany admits and inserts jobs in one transaction, in order: a job
+// counts every job admitted before it, in the batch too. A result per job.
+func (c *Client) EnqueueMany(ctx context.Context, jobs []Job) ([]Result, error) {
+	return c.EnqueueManyTx(ctx, c.db, jobs)
+}
+
+// EnqueueManyTx is EnqueueMany through db (see EnqueueTx).
+func (c *Client) EnqueueManyTx(ctx context.Context, db DB, jobs []Job) (res []Result, err error) {
+	if len(jobs) == 0 {
+		return nil, nil
+	}
+	start := time.Now()
+	class := jobs[0].Class
+	ctx, span := c.tracer.Start(ctx, "compat.Enqueue", trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(attribute.String(AttrJobClass, class), attribute.Int("job.enqueue.count", len(jobs))))
+	defer func() {
+		skipped := 0
+		for _, r := range res {
+			if r.Skipped != nil {
+				skipped++
+			}
+		}
+		span.SetAttributes(attribute.Bool(AttrEnqueueSkipped, skipped > 0))
+		switch {
+		case err != nil:
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+			c.ins.errors.Add(ctx, 1, classAttr(class))
+		case skipped > 0:
+			span.SetAttributes(attribute.String("error.type", ErrorTypeLimitReached), attribute.Int("job.enqueue.skipped_count", skipped))
+		}
+		span.End()
+		c.ins.duration.Record(ctx, time.Since(start).Seconds(), classAttr(class))
+	}()
+
+	res, err = c.enqueue(ctx, db, jobs, trace.SpanContextFromContext(ctx))
+	if err != nil && isStaleSchema(err) && !db.InTx() {
+		// The migration renamed a column under us: read the catalog again.
+		c.forget()
+		res, err = c.enqueue(ctx, db, jobs, trace.SpanContextFromContext(ctx))
+	} else if err != nil && isStaleSchema(err) {
+		c.forget()
+	}
+	if err != nil {
+		return nil, err
+	}
+	for i, r := range res {
+		cls := jobs[i].Class
+		if r.Skipped != nil {
+			c.ins.rejected.Add(ctx, 1, classAttr(cls))
+			c.o.logger.LogAttrs(ctx, slog.LevelDebug, "compat: job not enqueued: concurrency limit reached",
+				slog.String("group", r.Skipped.Group), slog.Int("limit", r.Skipped.Limit), slog.Int("active", r.Skipped.Active))
+			continue
+		}
+		c.ins.admitted.Add(ctx, 1, classAttr(cls))
+		c.o.logger.LogAttrs(ctx, slog.LevelDebug, "compat: job enqueued", slog.String("class", cls), slog.Int64("id", r.ID))
+	}
+	return res, nil
+}
+
+// isStaleSchema reports an error from a column or table the cached schema
+// named and the database no longer has.
+func isStaleSchema(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "42703" || pe.Code == "42P01")
+}
+
+// loadSchema returns the cached catalog view, reading it on first use.
+func (c *Client) loadSchema(ctx context.Context, db Executor) (*schema, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.schema != nil {
+		return c.schema, nil
+	}
+	s, err := inspect(ctx, db, c.l)
+	if err != nil {
+		return nil, err
+	}
+	c.schema = s
+	return s, nil
+}
+
+func (c *Client) forget() {
+	c.mu.Lock()
+	c.schema = nil
+	c.mu.Unlock()
+}
+
+// prepare validates the jobs against the schema and encodes their values.
+func (c *Client) prepare(s *schema, jobs []Job, sc trace.SpanContext) ([]*admission, error) {
+	adms := make([]*admission, len(jobs))
+	maxLen := s.keyMaxLen()
+	for i, j := range jobs {
+		id := IdentityOf(j.Value)
+		if err := id.validate(j.Class, maxLen); err != nil {
+			return nil, fmt.Errorf("compat: job %d: %w", i, err)
+		}
+		if !s.migrated && id.Limited && id.Limit > 1 {
+			return nil, fmt.Errorf("compat: job class %s key %q: limit %d: %w: the key column is still %s, which allows one job per key; run `migrate-unique up` first, or keep the limit at 1", j.Class, id.Key, id.Limit, ErrNotMigrated, layout.LegacyKeyColumn)
+		}
+		rec, _ := j.Value.(SkipRecorder)
+		adm := &admission{job: j, id: id, lockKey: id.Key, record: rec != nil && rec.ConcurrencySkipRecord()}
+		if id.NoOverlap {
+			adm.lockKey = id.Prefix
+		}
+		if adm.record {
+			if s.results == nil {
+				return nil, fmt.Errorf("compat: job class %s wants skip records, but the layout has no results table to keep them in; set --results-table or drop ConcurrencySkipRecord", j.Class)
+			}
+			if !s.results.has(layout.SkipMetadataColumn) {
+				return nil, fmt.Errorf("compat: job class %s wants skip records: %w: %s has no %s column; run `migrate-unique up` first", j.Class, ErrNotMigrated, s.l.Table(s.results.name), layout.SkipMetadataColumn)
+			}
+		}
+		if adm.job.Queue == "" {
+			adm.job.Queue = "default"
+		}
+		if adm.job.Source == "" {
+			adm.job.Source = "compat"
+		}
+		switch a := j.Args.(type) {
+		case nil:
+		case json.RawMessage:
+			adm.job.args = string(a)
+		case []byte:
+			adm.job.args = string(a)
+		default:
+			b, err := json.Marshal(a)
+			if err != nil {
+				return nil, fmt.Errorf("compat: job %d (class %s): encode Args as JSON: %w", i, j.Class, err)
+			}
+			adm.job.args = string(b)
+		}
+		if sc.IsValid() {
+			adm.job.traceID, adm.job.spanID = sc.TraceID().String(), sc.SpanID().String()
+		}
+		adms[i] = adm
+	}
+	return adms, nil
+}
+
+func (c *Client) enqueue(ctx context.Context, db DB, jobs []Job, sc trace.SpanContext) ([]Result, error) {
+	s, err := c.loadSchema(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	adms, err := c.prepare(s, jobs, sc)
+	if err != nil {
+		return nil, err
+	}
+	return admit(ctx, db, s, adms)
+}
+
+// admit runs the admission protocol for adms through db and writes the skip
+// records the blocked ones want.
+func admit(ctx context.Context, db DB, s *schema, adms []*admission) ([]Result, error) {
+	plans := planLocks(adms)
+	qs := make([]query, 0, len(plans)+len(adms))
+	for _, p := range plans {
+		qs = append(qs, s.lockQuery(p))
+	}
+	outs := make([]admitResult, len(adms))
+	for i, a := range adms {
+		qs = append(qs, s.admitQuery(a, &outs[i]))
+	}
+	if err := run(ctx, db, qs); err != nil {
+		return nil, fmt.Errorf("compat: enqueue %s: %w", adms[0].job.Class, err)
+	}
+	res := make([]Result, len(adms))
+	var records []query
+	for i, o := range outs {
+		a := adms[i]
+		if o.id != nil {
+			res[i].ID = *o.id
+			if o.uuid != nil {
+				res[i].UUID = *o.uuid
+			}
+			continue
+		}
+		sk := &Skip{Group: layout.GroupName(a.job.Class, a.lockKey), Class: a.job.Class, Key: a.lockKey,
+			Active: int(o.active), Holders: parseHolders(o.holders)}
+		if o.limit != nil {
+			sk.Limit = int(*o.limit)
+		}
+		res[i].Skipped = sk
+		if a.record {
+			q, err := s.skipRecordQuery(a, sk, time.Now(), &sk.RecordID)
+			if err != nil {
+				return nil, err
+			}
+			records = append(records, q)
+		}
+	}
+	if len(records) > 0 {
+		if err := run(ctx, db, records); err != nil {
+			return nil, fmt.Errorf("compat: write skip record for %s: %w", adms[0].job.Class, err)
+		}
+	}
+	return res, nil
+}
+
+// run executes qs as one transaction: pipelined in one batch with pgx,
+// statement by statement otherwise. Through a caller's transaction they
+// join it.
+func run(ctx context.Context, db DB, qs []query) error {
+	if b, ok := db.(batcher); ok {
+		return b.sendBatch(ctx, qs)
+	}
+	if db.InTx() {
+		return runEach(ctx, db, qs)
+	}
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if err := runEach(ctx, tx, qs); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
+func runEach(ctx context.Context, db Executor, qs []query) error {
+	for _, q := range qs {
+		if q.scan != nil {
+			if err := q.scan(db.QueryRow(ctx, q.sql, q.args...)); err != nil {
+				return err
+			}
+			continue
+		}
+		if _, err := db.Exec(ctx, q.sql, q.args...); err != nil {
+			return err
+		}
+	}
+	return nil
+}

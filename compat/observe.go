@@ -1,0 +1,97 @@
+package compat
+
+import (
+	"log/slog"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
+)
+
+// instrumentationName names the runtime's tracer and meter.
+const instrumentationName = "github.com/migrate-unique/migrate-unique/compat"
+
+// Span attributes and the error type of a blocked enqueue.
+const (
+	// AttrEnqueueSkipped is true on an enqueue span when the limit blocked
+	// the job.
+	AttrEnqueueSkipped = "job.enqueue.skipped"
+	// AttrJobClass is the job class, on spans and metrics.
+	AttrJobClass = "job.class"
+	// ErrorTypeLimitReached is the span's error.type when the limit blocked
+	// the job (it replaces the old "DuplicateJob").
+	ErrorTypeLimitReached = "ConcurrencyLimitReached"
+)
+
+// Option configures a Client.
+type Option func(*options)
+
+type options struct {
+	logger *slog.Logger
+	tp     trace.TracerProvider
+	mp     metric.MeterProvider
+}
+
+// WithLogger sets the logger. The runtime logs admissions and skips at
+// debug level and never at warning level for an expected outcome.
+// Default: a logger that discards everything.
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
+
+// WithTracerProvider sets the OpenTelemetry tracer provider. Default: no-op.
+func WithTracerProvider(tp trace.TracerProvider) Option { return func(o *options) { o.tp = tp } }
+
+// WithMeterProvider sets the OpenTelemetry meter provider. Default: no-op.
+// Metrics carry the job class, never the key (keys are unbounded).
+func WithMeterProvider(mp metric.MeterProvider) Option { return func(o *options) { o.mp = mp } }
+
+// instruments are the runtime's metrics.
+type instruments struct {
+	admitted, rejected, retried, errors metric.Int64Counter
+	duration                            metric.Float64Histogram
+}
+
+func newInstruments(m metric.Meter) instruments {
+	var ins instruments
+	// Creating an instrument fails only for an invalid name; these are
+	// constants, and the no-op instrument is a safe fallback either way.
+	ins.admitted, _ = m.Int64Counter("compat.enqueue.admitted", metric.WithDescription("jobs the admission check let in, by job class"))
+	ins.rejected, _ = m.Int64Counter("compat.enqueue.rejected", metric.WithDescription("jobs the concurrency limit kept out, by job class"))
+	ins.retried, _ = m.Int64Counter("compat.retry.created", metric.WithDescription("retry requests created, by job class"))
+	ins.errors, _ = m.Int64Counter("compat.enqueue.errors", metric.WithDescription("enqueues that failed with an error, by job class"))
+	ins.duration, _ = m.Float64Histogram("compat.enqueue.duration", metric.WithUnit("s"), metric.WithDescription("time of one enqueue call, admission check included"))
+	noop := metricnoop.Meter{}
+	if ins.admitted == nil {
+		ins.admitted, _ = noop.Int64Counter("")
+	}
+	if ins.rejected == nil {
+		ins.rejected, _ = noop.Int64Counter("")
+	}
+	if ins.retried == nil {
+		ins.retried, _ = noop.Int64Counter("")
+	}
+	if ins.errors == nil {
+		ins.errors, _ = noop.Int64Counter("")
+	}
+	if ins.duration == nil {
+		ins.duration, _ = noop.Float64Histogram("")
+	}
+	return ins
+}
+
+func classAttr(class string) metric.MeasurementOption {
+	return metric.WithAttributes(attribute.String(AttrJobClass, class))
+}
+
+func (o *options) defaults() {
+	if o.logger == nil {
+		o.logger = slog.New(slog.DiscardHandler)
+	}
+	if o.tp == nil {
+		o.tp = tracenoop.NewTracerProvider()
+	}
+	if o.mp == nil {
+		o.mp = metricnoop.NewMeterProvider()
+	}
+}

@@ -1,0 +1,312 @@
+package compat
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/migrate-unique/migrate-unique/internal/layout"
+)
+
+// ErrNotRetryable is returned by Retry for a result that is not retryable
+// now: not failed, out of attempts, already retried, or being retried by
+// another sweeper at this moment.
+var ErrNotRetryable = errors.New("result is not retryable")
+
+// RetryableStatuses are the result statuses a retry sweep picks up (SPEC 4).
+var RetryableStatuses = []string{"ERRORED", "LOST", "CANCELLED"}
+
+// RetryOptions configures Retry and RetrySweep.
+type RetryOptions struct {
+	// Limit returns the concurrency limit of a retry of class with key (the
+	// stored key, a scheduled key included). nil reads the stored key as the
+	// legacy queue did: "" is unlimited, any other key has limit 1.
+	Limit func(class, key string) (limit int, ok bool)
+	// Backoff returns the delay before retry attempt n (1 for the first
+	// retry). nil: 10s * 2^(n-1), at most one hour.
+	Backoff func(attempt int) time.Duration
+	// BatchSize is how many results a sweep locks and retries per
+	// transaction. Default 100.
+	BatchSize int
+}
+
+func (o RetryOptions) limit(class, key string) Identity {
+	if o.Limit == nil {
+		if key == "" {
+			return Identity{}
+		}
+		return Identity{Key: key, Limit: 1, Limited: true}
+	}
+	n, ok := o.Limit(class, key)
+	return Identity{Key: key, Limit: n, Limited: ok}
+}
+
+func (o RetryOptions) backoff(attempt int) time.Duration {
+	if o.Backoff != nil {
+		return o.Backoff(attempt)
+	}
+	d := 10 * time.Second
+	for i := 1; i < attempt && d < time.Hour; i++ {
+		d *= 2
+	}
+	return min(d, time.Hour)
+}
+
+// SweepReport is what one RetrySweep did.
+type SweepReport struct {
+	// Retried counts the retry requests created, Blocked the retryable
+	// results whose retry the limit kept out (the next sweep tries again).
+	Retried, Blocked int
+	// Results has one entry per retryable result the sweep locked, in id
+	// order: the retry request, or the skip.
+	Results []RetryOutcome
+}
+
+// RetryOutcome is the admission result of one result's retry.
+type RetryOutcome struct {
+	// ResultID is the finished job's result row.
+	ResultID int64
+	Result
+}
+
+// failed is a retryable result row.
+type failed struct {
+	id                              int64
+	class                           string
+	key, params, queue, source      *string
+	priority, retries, retryAttempt int
+}
+
+// retrySQL selects and locks retryable results. A sweeper skips rows another
+// sweeper holds, and re-checks retry_job_request_uuid under the row lock, so
+// two sweepers never retry one result twice.
+func (s *schema) retrySQL(byID bool) (string, error) {
+	t := s.results
+	if s.l.SingleTable() || t == nil {
+		return "", fmt.Errorf("%w: retries need a two-table layout with a results table (--results-table)", ErrSchema)
+	}
+	for _, c := range []string{"status", "retries", "retry_attempt", "retry_job_request_uuid"} {
+		if !t.has(c) {
+			return "", fmt.Errorf("%w: results table %s has no %s column; retries need plain-jobs' result columns", ErrSchema, s.l.Table(t.name), layout.Ident(c))
+		}
+	}
+	if !s.requests.has("uuid") {
+		return "", fmt.Errorf("%w: requests table %s has no uuid column to link a retry from its result", ErrSchema, s.l.Table(s.requests.name))
+	}
+	opt := func(col, typ string) string {
+		if t.has(col) {
+			return layout.Ident(col) + "::" + typ
+		}
+		return "NULL::" + typ
+	}
+	params := "NULL::text"
+	for _, c := range []string{"parameters", "args", "payload"} {
+		if t.has(c) {
+			params = layout.Ident(c) + "::text"
+			break
+		}
+	}
+	prio := "0"
+	if t.has("priority") {
+		prio = layout.Ident("priority") + "::integer"
+	}
+	statuses := make([]string, len(RetryableStatuses))
+	for i, st := range RetryableStatuses {
+		statuses[i] = layout.Literal(st)
+	}
+	where := "id = $1"
+	tail := ""
+	if !byID {
+		where = "id > $1"
+		tail = " ORDER BY id LIMIT $2"
+	}
+	return "SELECT id, " + layout.Ident(s.l.ClassColumn) + "::text, " + layout.Ident(s.keyCol) + "::text, " + params + ", " + prio + ", " +
+		opt("queue", "text") + ", " + opt("source", "text") + ", retries, retry_attempt FROM " + s.l.Table(t.name) +
+		" WHERE " + where + " AND status IN (" + strings.Join(statuses, ", ") + ") AND retry_job_request_uuid IS NULL AND retries > 0 AND retry_attempt < retries" +
+		tail + " FOR UPDATE SKIP LOCKED", nil
+}
+
+func scanFailed(rows Rows) ([]failed, error) {
+	defer rows.Close()
+	var fs []failed
+	for rows.Next() {
+		var f failed
+		if err := rows.Scan(&f.id, &f.class, &f.key, &f.params, &f.priority, &f.queue, &f.source, &f.retries, &f.retryAttempt); err != nil {
+			return nil, err
+		}
+		fs = append(fs, f)
+	}
+	return fs, rows.Err()
+}
+
+// Retry creates the retry request of one failed result (SPEC 4): same class,
+// key, parameters, priority and queue, retry_attempt + 1, start_at = now +
+// backoff, through the admission check. A blocked retry creates nothing and
+// leaves the result as it was; Result.Skipped says so. A result that is not
+// retryable now returns ErrNotRetryable.
+func (c *Client) Retry(ctx context.Context, resultID int64, o RetryOptions) (Result, error) {
+	var out Result
+	err := c.inTx(ctx, func(tx DB, s *schema) error {
+		q, err := s.retrySQL(true)
+		if err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, q, resultID)
+		if err != nil {
+			return err
+		}
+		fs, err := scanFailed(rows)
+		if err != nil {
+			return err
+		}
+		if len(fs) == 0 {
+			return fmt.Errorf("compat: retry result %d: %w (not failed, out of attempts, already retried, or being retried now)", resultID, ErrNotRetryable)
+		}
+		outs, err := c.retryAll(ctx, tx, s, fs, o)
+		if err != nil {
+			return err
+		}
+		out = outs[0].Result
+		return nil
+	})
+	return out, err
+}
+
+// RetrySweep retries every retryable result, BatchSize at a time, each page
+// in its own transaction. Several sweepers may run at once: each locks the
+// rows it works on and skips the rows others hold.
+func (c *Client) RetrySweep(ctx context.Context, o RetryOptions) (SweepReport, error) {
+	var rep SweepReport
+	size := o.BatchSize
+	if size <= 0 {
+		size = 100
+	}
+	after := int64(0)
+	for {
+		var page []RetryOutcome
+		err := c.inTx(ctx, func(tx DB, s *schema) error {
+			q, err := s.retrySQL(false)
+			if err != nil {
+				return err
+			}
+			rows, err := tx.Query(ctx, q, after, size)
+			if err != nil {
+				return err
+			}
+			fs, err := scanFailed(rows)
+			if err != nil || len(fs) == 0 {
+				return err
+			}
+			page, err = c.retryAll(ctx, tx, s, fs, o)
+			return err
+		})
+		if err != nil {
+			return rep, err
+		}
+		if len(page) == 0 {
+			return rep, nil
+		}
+		for _, p := range page {
+			if p.Inserted() {
+				rep.Retried++
+			} else {
+				rep.Blocked++
+			}
+		}
+		rep.Results = append(rep.Results, page...)
+		after = page[len(page)-1].ResultID
+	}
+}
+
+// retryAll admits the retries of fs in one batch (one lock order for all)
+// and links each created request from its result.
+func (c *Client) retryAll(ctx context.Context, tx DB, s *schema, fs []failed, o RetryOptions) ([]RetryOutcome, error) {
+	jobs := make([]Job, len(fs))
+	now := time.Now()
+	for i, f := range fs {
+		key := orEmpty(f.key)
+		j := Job{
+			Class: f.class, Value: o.limit(f.class, key), Priority: f.priority, Queue: orEmpty(f.queue),
+			Retries: f.retries, RetryAttempt: f.retryAttempt + 1, StartAt: now.Add(o.backoff(f.retryAttempt + 1)),
+			Source: orEmpty(f.source),
+		}
+		if f.params != nil {
+			j.Args = json.RawMessage(*f.params)
+		}
+		jobs[i] = j
+	}
+	adms, err := c.prepare(s, jobs, trace.SpanContext{})
+	if err != nil {
+		return nil, err
+	}
+	res, err := admit(ctx, tx, s, adms)
+	if err != nil {
+		return nil, err
+	}
+	outs := make([]RetryOutcome, len(fs))
+	link := "UPDATE " + s.l.Table(s.results.name) + " SET retry_job_request_uuid = $1::uuid WHERE id = $2"
+	for i, r := range res {
+		outs[i] = RetryOutcome{ResultID: fs[i].id, Result: r}
+		if !r.Inserted() {
+			continue
+		}
+		if _, err := tx.Exec(ctx, link, r.UUID, fs[i].id); err != nil {
+			return nil, fmt.Errorf("compat: link retry %s from result %d: %w", r.UUID, fs[i].id, err)
+		}
+		c.ins.retried.Add(ctx, 1, classAttr(fs[i].class))
+	}
+	return outs, nil
+}
+
+// inTx runs f in a transaction of the client's handle, retrying once when
+// the schema changed under the cached view.
+func (c *Client) inTx(ctx context.Context, f func(tx DB, s *schema) error) error {
+	attempt := func() error {
+		tx, err := c.db.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = tx.Rollback(ctx) }()
+		s, err := c.loadSchema(ctx, tx)
+		if err != nil {
+			return err
+		}
+		if err := f(txDB{tx}, s); err != nil {
+			return err
+		}
+		return tx.Commit(ctx)
+	}
+	err := attempt()
+	if err != nil && isStaleSchema(err) {
+		c.forget()
+		err = attempt()
+	}
+	return err
+}
+
+// txDB is a Tx seen as a DB that is inside a transaction.
+type txDB struct{ Tx }
+
+func (t txDB) Begin(ctx context.Context) (Tx, error) {
+	return nil, errors.New("compat: nested transaction not supported here")
+}
+func (t txDB) InTx() bool { return true }
+
+func (t txDB) sendBatch(ctx context.Context, qs []query) error {
+	if b, ok := t.Tx.(batcher); ok {
+		return b.sendBatch(ctx, qs)
+	}
+	return runEach(ctx, t.Tx, qs)
+}
+
+func orEmpty(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

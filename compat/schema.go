@@ -1,0 +1,193 @@
+package compat
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/migrate-unique/migrate-unique/internal/layout"
+)
+
+// column is what the runtime needs to know of one column.
+type column struct {
+	typ        string // format_type, e.g. character varying(255)
+	notNull    bool
+	hasDefault bool
+	maxLen     int    // varchar/char length limit in characters; 0: none
+	collation  string // the column's collation, "default" for the database's
+}
+
+// table is one table of the layout as the catalog describes it.
+type table struct {
+	name string
+	cols map[string]column
+}
+
+func (t *table) has(col string) bool {
+	if t == nil {
+		return false
+	}
+	_, ok := t.cols[col]
+	return ok
+}
+
+// keyColumn is the table's key column: concurrency_key after the migration,
+// unique_key before it.
+func (t *table) keyColumn() string {
+	if t.has(layout.KeyColumn) {
+		return layout.KeyColumn
+	}
+	if t.has(layout.LegacyKeyColumn) {
+		return layout.LegacyKeyColumn
+	}
+	return ""
+}
+
+// schema is the catalog's view of a layout, read once per Client and again
+// when a statement finds it stale (the migration ran under a live runtime).
+type schema struct {
+	l         layout.Layout
+	requests  *table // the table new jobs go to (the jobs table when single-table)
+	processes *table // nil for single-table layouts and when absent
+	results   *table // nil when the layout has none
+	keyCol    string
+	// migrated is true when the key column is concurrency_key.
+	migrated bool
+	// hasLimits is true when the concurrency_limits table exists.
+	hasLimits bool
+	// cCollation is true when the key column sorts bytewise, so a prefix is
+	// an index range without COLLATE "C".
+	cCollation bool
+}
+
+const catalogQuery = `SELECT c.relname, a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull, a.atthasdef,
+       CASE WHEN a.atttypid IN ('varchar'::regtype, 'bpchar'::regtype) AND a.atttypmod > 4 THEN a.atttypmod - 4 ELSE 0 END,
+       CASE WHEN a.attcollation = 0 THEN '' WHEN co.collname = 'default' THEN (SELECT datcollate FROM pg_database WHERE datname = current_database()) ELSE co.collname END
+FROM pg_class c
+JOIN pg_namespace n ON n.oid = c.relnamespace
+JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+LEFT JOIN pg_collation co ON co.oid = a.attcollation
+WHERE n.nspname = $1 AND c.relkind IN ('r', 'p') AND c.relname IN ($2, $3, $4, $5)`
+
+// inspect reads the layout's tables from the catalog and checks that the
+// runtime can work on them.
+func inspect(ctx context.Context, db Executor, l layout.Layout) (*schema, error) {
+	l = l.WithDefaults()
+	names := []string{l.RequestsTable, l.ProcessesTable, l.ResultsTable, layout.LimitsTable}
+	if l.SingleTable() {
+		names = []string{l.JobsTable, "", "", layout.LimitsTable}
+	}
+	rows, err := db.Query(ctx, catalogQuery, l.Schema, names[0], names[1], names[2], names[3])
+	if err != nil {
+		return nil, fmt.Errorf("compat: read the catalog for schema %s: %w", layout.Ident(l.Schema), err)
+	}
+	tables := map[string]*table{}
+	for rows.Next() {
+		var rel, name, typ, coll string
+		var c column
+		var maxLen int32
+		if err := rows.Scan(&rel, &name, &typ, &c.notNull, &c.hasDefault, &maxLen, &coll); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("compat: read the catalog: %w", err)
+		}
+		c.typ, c.maxLen, c.collation = typ, int(maxLen), coll
+		t := tables[rel]
+		if t == nil {
+			t = &table{name: rel, cols: map[string]column{}}
+			tables[rel] = t
+		}
+		t.cols[name] = c
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("compat: read the catalog: %w", err)
+	}
+
+	s := &schema{l: l, hasLimits: tables[layout.LimitsTable] != nil}
+	need := func(name, flag string) (*table, error) {
+		t := tables[name]
+		if t == nil {
+			return nil, fmt.Errorf("%w: table %s not found; check %s and --schema", ErrSchema, l.Table(name), flag)
+		}
+		if !t.has(l.ClassColumn) {
+			return nil, fmt.Errorf("%w: table %s has no class column %s; set --class-column", ErrSchema, l.Table(name), layout.Ident(l.ClassColumn))
+		}
+		key := t.keyColumn()
+		if key == "" {
+			return nil, fmt.Errorf("%w: table %s has neither %s nor %s; it is not a unique-key queue table", ErrSchema, l.Table(name), layout.KeyColumn, layout.LegacyKeyColumn)
+		}
+		if s.keyCol != "" && key != s.keyCol {
+			return nil, fmt.Errorf("%w: table %s has %s while another table of the layout has %s; the migration is half done, run `migrate-unique up` to finish it", ErrSchema, l.Table(name), key, s.keyCol)
+		}
+		s.keyCol = key
+		id := "id"
+		if l.SingleTable() {
+			id = l.IDColumn
+		}
+		if c, ok := t.cols[id]; !ok || !isInteger(c.typ) {
+			return nil, fmt.Errorf("%w: table %s needs an integer id column %s", ErrSchema, l.Table(name), layout.Ident(id))
+		}
+		return t, nil
+	}
+	if l.SingleTable() {
+		if s.requests, err = need(l.JobsTable, "--jobs-table"); err != nil {
+			return nil, err
+		}
+		if !s.requests.has(l.StateColumn) {
+			return nil, fmt.Errorf("%w: table %s has no state column %s; set --state-column", ErrSchema, l.Table(l.JobsTable), layout.Ident(l.StateColumn))
+		}
+		s.results = s.requests
+	} else {
+		if s.requests, err = need(l.RequestsTable, "--requests-table"); err != nil {
+			return nil, err
+		}
+		if l.ProcessesTable != "" {
+			if s.processes, err = need(l.ProcessesTable, "--processes-table"); err != nil {
+				return nil, err
+			}
+		}
+		if l.ResultsTable != "" {
+			if s.results, err = need(l.ResultsTable, "--results-table"); err != nil {
+				return nil, err
+			}
+		}
+	}
+	s.migrated = s.keyCol == layout.KeyColumn
+	coll := s.requests.cols[s.keyCol].collation
+	s.cCollation = coll == "C" || coll == "POSIX" || strings.HasPrefix(coll, "C.") || coll == "ucs_basic"
+	return s, nil
+}
+
+func isInteger(typ string) bool {
+	return typ == "bigint" || typ == "integer" || typ == "smallint"
+}
+
+// keyMaxLen is the key column's length limit in characters (0: none).
+func (s *schema) keyMaxLen() int {
+	max := 0
+	for _, t := range []*table{s.requests, s.processes, s.results} {
+		if t == nil {
+			continue
+		}
+		if n := t.cols[s.keyCol].maxLen; n > 0 && (max == 0 || n < max) {
+			max = n
+		}
+	}
+	return max
+}
+
+// activeTables returns the tables whose rows count as active.
+func (s *schema) activeTables() []*table {
+	if s.processes == nil {
+		return []*table{s.requests}
+	}
+	return []*table{s.requests, s.processes}
+}
+
+// idColumn is the id column of the layout's tables.
+func (s *schema) idColumn() string {
+	if s.l.SingleTable() {
+		return s.l.IDColumn
+	}
+	return "id"
+}
