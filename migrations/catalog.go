@@ -94,8 +94,7 @@ type inspection struct {
 	indexes       map[string][]indexInfo
 	versionTable  bool
 	version       *versionRow
-	limitsTable   bool
-	slotsTable    bool
+	runtime       map[string]bool // runtime tables that exist
 	skipColumn    bool
 	sessions      []session
 	serverVersion int
@@ -165,11 +164,11 @@ WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')`, l.Schema, 
 	if in.versionTable, err = exists(layout.VersionTable); err != nil {
 		return nil, fmt.Errorf("read the catalog: %w", err)
 	}
-	if in.limitsTable, err = exists(layout.LimitsTable); err != nil {
-		return nil, fmt.Errorf("read the catalog: %w", err)
-	}
-	if in.slotsTable, err = exists(layout.SlotsTable); err != nil {
-		return nil, fmt.Errorf("read the catalog: %w", err)
+	in.runtime = map[string]bool{}
+	for _, rt := range runtimeTables {
+		if in.runtime[rt.name], err = exists(rt.name); err != nil {
+			return nil, fmt.Errorf("read the catalog: %w", err)
+		}
 	}
 	if st := l.SkipTable(); st != "" {
 		if t := in.table(st); t != nil {

@@ -38,9 +38,10 @@ type tmplData struct {
 	Index, IndexName, Table, ClassColumn, KeyColumn, Predicate string
 
 	// Runtime templates.
-	RuntimeDDL, SkipDDL                []string
-	LimitsTable, SlotsTable, SkipTable string
-	SkipColumn                         string
+	RuntimeDDL, SkipDDL []string
+	RuntimeTables       []runtimeTableData
+	SkipTable           string
+	SkipColumn          string
 
 	// Rebuild template.
 	Definition string
@@ -55,9 +56,10 @@ func newTmplData(l layout.Layout, lockTimeout time.Duration) tmplData {
 		LockTimeout:  fmt.Sprintf("%dms", lockTimeout.Milliseconds()),
 		LegacyKey:    layout.LegacyKeyColumn,
 		Key:          layout.KeyColumn,
-		LimitsTable:  l.Table(layout.LimitsTable),
-		SlotsTable:   l.Table(layout.SlotsTable),
 		SkipColumn:   layout.SkipMetadataColumn,
+	}
+	for _, rt := range runtimeTables {
+		d.RuntimeTables = append(d.RuntimeTables, runtimeTableData{Table: l.Table(rt.name), KeepWhen: rt.keepWhen})
 	}
 	for _, stmt := range l.RuntimeDDL() {
 		// The skip-metadata column locks a queue table; the new tables do not.
@@ -141,4 +143,14 @@ func dropIndexSQL(l layout.Layout, index string) (string, error) {
 	d := newTmplData(l, 0)
 	d.Index = l.Table(index)
 	return render("drop_index.sql.tmpl", d)
+}
+
+type runtimeTableData struct{ Table, KeepWhen string }
+
+// runtimeTables lists the tables layout.RuntimeDDL creates, with the rows
+// that make one hold operator data: down keeps a table while it has any.
+var runtimeTables = []struct{ name, keepWhen string }{
+	{layout.LimitsTable, "TRUE"}, // every override is an operator's decision
+	{layout.SlotsTable, "expires_at > now()"},
+	{layout.ReschedulesTable, ""}, // counters, rebuilt by the runtime
 }

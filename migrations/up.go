@@ -101,8 +101,13 @@ func upSteps(in *inspection, opts Options) ([]step, error) {
 	if sql, err = render("runtime.up.sql.tmpl", d); err != nil {
 		return nil, err
 	}
-	steps = append(steps, step{name: "runtime tables", table: l.Table(layout.LimitsTable) + ", " + l.Table(layout.SlotsTable), lock: "none on the queue",
-		kind: stepTx, sql: sql, skip: map[bool]string{true: "already created"}[in.limitsTable && in.slotsTable]})
+	rt := step{name: "runtime tables", table: runtimeTableList(d), lock: "none on the queue", kind: stepTx, sql: sql, skip: "already created"}
+	for _, t := range runtimeTables {
+		if !in.runtime[t.name] {
+			rt.skip = ""
+		}
+	}
+	steps = append(steps, rt)
 	if d.SkipTable != "" {
 		if sql, err = render("skip_column.up.sql.tmpl", d); err != nil {
 			return nil, err
@@ -235,4 +240,12 @@ func isOurs(l layout.Layout, ix indexInfo) bool {
 func IsNotFound(err error) bool {
 	var nf *NotFoundError
 	return errors.As(err, &nf)
+}
+
+func runtimeTableList(d tmplData) string {
+	var ts []string
+	for _, t := range d.RuntimeTables {
+		ts = append(ts, t.Table)
+	}
+	return strings.Join(ts, ", ")
 }

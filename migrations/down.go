@@ -1,0 +1,244 @@
+package migrations
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/migrate-unique/migrate-unique/internal/layout"
+)
+
+// Down rolls Up back online. A read-only scan first looks for groups that
+// break the saved unique rule; if any does, Down returns a *DuplicatesError
+// listing every one of them before any change, deleting nothing. Otherwise it
+// rebuilds the saved rule CONCURRENTLY, attaches it as it was (constraint or
+// index) and renames the key column back in one short transaction, drops the
+// counting indexes Up built, and drops the runtime's tables and column unless
+// they hold operator data (Report.Kept lists what stayed). On a legacy
+// database it changes nothing.
+func Down(ctx context.Context, databaseURL string, l layout.Layout, opts Options) (*Report, error) {
+	start := time.Now()
+	r, err := newRunner(ctx, databaseURL, l, opts)
+	if err != nil {
+		return nil, err
+	}
+	defer r.close()
+	if err := r.lock(ctx); err != nil {
+		return nil, err
+	}
+	in, findings, err := r.preflight(ctx, "down")
+	if err != nil {
+		return nil, err
+	}
+	rep := &Report{Direction: "down", Before: in.state(), Findings: findings}
+	for _, f := range findings {
+		r.printf("preflight %s\n", f)
+	}
+	if rep.Before == Legacy {
+		rep.After = Legacy
+		r.printf("not migrated: nothing to roll back\n")
+		return rep, nil
+	}
+	var saved []SavedUnique
+	if in.version != nil {
+		saved = in.version.saved
+	}
+	rep.Saved = saved
+	if groups, err := scanDuplicates(ctx, r.conn, r.l, saved); err != nil {
+		return nil, err
+	} else if len(groups) > 0 {
+		return nil, &DuplicatesError{Groups: groups}
+	}
+	steps, err := r.downSteps(in, saved)
+	if err != nil {
+		return nil, err
+	}
+	runErr := r.execute(ctx, steps, rep)
+	rep.Duration = time.Since(start)
+	after, err := inspect(ctx, r.conn, r.l)
+	if err == nil {
+		rep.After = after.state()
+		rep.Kept = kept(ctx, r, after)
+	}
+	if runErr != nil {
+		return rep, runErr
+	}
+	for _, k := range rep.Kept {
+		r.printf("kept %s\n", k)
+	}
+	r.printf("%s\n", rep.Summary())
+	return rep, err
+}
+
+func (r *runner) downSteps(in *inspection, saved []SavedUnique) ([]step, error) {
+	l := in.l
+	d := newTmplData(l, r.opts.LockTimeout)
+	var steps []step
+	for _, s := range saved {
+		def, ok := strings.CutPrefix(s.Rebuild, "CREATE UNIQUE INDEX ")
+		if !ok {
+			return nil, fmt.Errorf("the saved definition of %s is not a unique index (%q); restore it by hand from %s", s.Index, s.Rebuild, d.VersionTable)
+		}
+		dd := d
+		dd.Definition = "CREATE UNIQUE INDEX CONCURRENTLY " + def
+		sql, err := render("rebuild.down.sql.tmpl", dd)
+		if err != nil {
+			return nil, err
+		}
+		index := l.Table(s.Index)
+		st := step{name: "rebuild unique rule " + layout.Ident(s.Index), table: s.Table, lock: "SHARE UPDATE EXCLUSIVE (writers go on)",
+			kind: stepConcurrent, sql: sql, index: index}
+		st.onError = func(ctx context.Context, err error) error {
+			var pgErr *pgconn.PgError
+			if !errors.As(err, &pgErr) || pgErr.Code != "23505" {
+				return err
+			}
+			// A duplicate arrived after the scan: leave nothing behind.
+			_, _ = r.conn.Exec(ctx, "DROP INDEX CONCURRENTLY IF EXISTS "+index)
+			groups, scanErr := scanDuplicates(ctx, r.conn, l, []SavedUnique{s})
+			if scanErr != nil || len(groups) == 0 {
+				return fmt.Errorf("rebuild %s: %w", s.Index, err)
+			}
+			return &DuplicatesError{Groups: groups}
+		}
+		steps = append(steps, st)
+	}
+	sql, err := render("cutover.down.sql.tmpl", d)
+	if err != nil {
+		return nil, err
+	}
+	back := step{name: "cutover back: attach the unique rule, rename " + layout.KeyColumn + " to " + layout.LegacyKeyColumn, table: strings.Join(d.Tables, ", "),
+		lock: "ACCESS EXCLUSIVE (short)", kind: stepTx, sql: sql, exclusive: d.Tables}
+	renamed := len(saved) > 0
+	for _, t := range in.tables {
+		renamed = renamed || t.columns[layout.KeyColumn]
+	}
+	if !renamed {
+		back.skip = "already done"
+	}
+	steps = append(steps, back)
+	for _, ci := range countingIndexes(l) {
+		sql, err := dropIndexSQL(l, ci.name)
+		if err != nil {
+			return nil, err
+		}
+		st := step{name: "drop counting index " + layout.Ident(ci.name), table: l.Table(ci.table), lock: "SHARE UPDATE EXCLUSIVE (writers go on)", kind: stepConcurrent, sql: sql}
+		st.skip = "not built by up"
+		for _, ix := range in.ours() {
+			if ix.name == ci.name {
+				st.skip = ""
+			}
+		}
+		steps = append(steps, st)
+	}
+	if sql, err = render("runtime.down.sql.tmpl", d); err != nil {
+		return nil, err
+	}
+	rt := step{name: "runtime tables (unless they hold operator data)", table: runtimeTableList(d), lock: "none on the queue", kind: stepTx, sql: sql, skip: "nothing to drop"}
+	for _, t := range runtimeTables {
+		if in.runtime[t.name] {
+			rt.skip = ""
+		}
+	}
+	if in.skipColumn {
+		rt.table += ", " + d.SkipTable
+		rt.lock = "ACCESS EXCLUSIVE on " + d.SkipTable + " (short, drops a column)"
+		rt.exclusive = []string{d.SkipTable}
+		rt.skip = ""
+	}
+	steps = append(steps, rt)
+	if sql, err = render("version_table.down.sql.tmpl", d); err != nil {
+		return nil, err
+	}
+	steps = append(steps, step{name: "version table", table: d.VersionTable, lock: "none on the queue", kind: stepTx, sql: sql})
+	return steps, nil
+}
+
+// kept lists what down left in place because it holds operator data.
+func kept(ctx context.Context, r *runner, in *inspection) []string {
+	var out []string
+	l := in.l
+	count := func(sql string) int64 {
+		var n int64
+		_ = r.conn.QueryRow(ctx, sql).Scan(&n)
+		return n
+	}
+	for _, rt := range runtimeTables {
+		if in.runtime[rt.name] && rt.keepWhen != "" {
+			out = append(out, fmt.Sprintf("%s: %d row(s) of operator data (%s); drop it yourself once they are no longer needed, or run down again",
+				l.Table(rt.name), count("SELECT count(*) FROM "+l.Table(rt.name)+" WHERE "+rt.keepWhen), rt.keepWhen))
+		}
+	}
+	if in.skipColumn {
+		st := l.Table(l.SkipTable())
+		out = append(out, fmt.Sprintf("%s.%s: %d skip record(s) carry skip metadata; old binaries ignore the column", st, layout.Ident(layout.SkipMetadataColumn), count("SELECT count(*) FROM "+st+" WHERE "+layout.Ident(layout.SkipMetadataColumn)+" IS NOT NULL")))
+	}
+	return out
+}
+
+// scanDuplicates finds, read-only, every group with more rows than a saved
+// unique rule allows: rows under the rule's predicate, NULL keys excluded
+// (unless the rule says NULLS NOT DISTINCT), grouped by its columns.
+func scanDuplicates(ctx context.Context, q querier, l layout.Layout, saved []SavedUnique) ([]DuplicateGroup, error) {
+	var out []DuplicateGroup
+	class := layout.Ident(l.WithDefaults().ClassColumn)
+	for _, s := range saved {
+		if len(s.Columns) == 0 {
+			continue
+		}
+		var conds []string
+		if s.Predicate != "" {
+			conds = append(conds, "("+s.Predicate+")")
+		}
+		if !strings.Contains(s.Rebuild, "NULLS NOT DISTINCT") {
+			for _, c := range s.Columns {
+				conds = append(conds, c+" IS NOT NULL")
+			}
+		}
+		texts := make([]string, len(s.Columns))
+		for i, c := range s.Columns {
+			texts[i] = "(" + c + ")::text"
+		}
+		sql := "SELECT ARRAY[" + strings.Join(texts, ", ") + "], count(*) FROM " + s.Table
+		if len(conds) > 0 {
+			sql += " WHERE " + strings.Join(conds, " AND ")
+		}
+		sql += " GROUP BY " + strings.Join(s.Columns, ", ") + " HAVING count(*) > 1 ORDER BY 2 DESC, 1"
+		rows, err := q.Query(ctx, sql)
+		if err != nil {
+			return nil, fmt.Errorf("scan %s for duplicates under %s: %w", s.Table, s.Index, err)
+		}
+		for rows.Next() {
+			var vals []*string
+			var n int64
+			if err := rows.Scan(&vals, &n); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("scan %s for duplicates: %w", s.Table, err)
+			}
+			g := DuplicateGroup{Table: s.Table, Index: s.Index, Count: n}
+			var keys []string
+			for i, c := range s.Columns {
+				v := "NULL"
+				if vals[i] != nil {
+					v = *vals[i]
+				}
+				if quoteIfNeeded(c) == class && g.Class == "" {
+					g.Class = v
+				} else {
+					keys = append(keys, v)
+				}
+			}
+			g.Key = strings.Join(keys, ", ")
+			out = append(out, g)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("scan %s for duplicates: %w", s.Table, err)
+		}
+	}
+	return out, nil
+}
