@@ -3,6 +3,7 @@ package migrations_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -78,8 +79,16 @@ FROM (SELECT (to_jsonb(t) - 'concurrency_skip' - 'concurrency_key' - 'unique_key
 func (s snapshot) diff(o snapshot) string {
 	var b strings.Builder
 	cmp := func(what string, a, c []string) {
-		if strings.Join(a, "\n") != strings.Join(c, "\n") {
-			fmt.Fprintf(&b, "%s differ:\n  before: %q\n  after:  %q\n", what, a, c)
+		in := func(x string, xs []string) bool { return slices.Contains(xs, x) }
+		for _, x := range a {
+			if !in(x, c) {
+				fmt.Fprintf(&b, "%s: lost %s\n", what, x)
+			}
+		}
+		for _, x := range c {
+			if !in(x, a) {
+				fmt.Fprintf(&b, "%s: gained %s\n", what, x)
+			}
 		}
 	}
 	cmp("indexes", s.indexes, o.indexes)

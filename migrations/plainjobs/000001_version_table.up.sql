@@ -1,0 +1,14 @@
+-- migrate-unique's own version table (never schema_migrations): one row per
+-- layout, with the unique rules the cutover dropped so that down can restore
+-- them exactly.
+CREATE TABLE IF NOT EXISTS "public"."migrate_unique_version" (
+    layout text PRIMARY KEY,
+    state text NOT NULL CHECK (state IN ('migrating', 'migrated', 'rolling back')),
+    tool_version text NOT NULL,
+    saved jsonb NOT NULL DEFAULT '[]',
+    updated_at timestamptz NOT NULL DEFAULT now()
+);
+INSERT INTO "public"."migrate_unique_version" (layout, state, tool_version)
+VALUES ('two-table:plainjobs_jobrequest,plainjobs_jobprocess,plainjobs_jobresult', 'migrating', '0.1.0')
+ON CONFLICT (layout) DO UPDATE SET state = 'migrating', tool_version = EXCLUDED.tool_version, updated_at = now()
+WHERE "public"."migrate_unique_version".state <> 'migrated';

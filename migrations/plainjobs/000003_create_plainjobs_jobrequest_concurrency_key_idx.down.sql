@@ -1,0 +1,1 @@
+DROP INDEX CONCURRENTLY IF EXISTS "public"."plainjobs_jobrequest_concurrency_key_idx";

@@ -1,0 +1,1 @@
+DROP INDEX CONCURRENTLY IF EXISTS "public"."plainjobs_jobprocess_concurrency_key_idx";

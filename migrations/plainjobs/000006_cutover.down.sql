@@ -1,0 +1,26 @@
+-- The way back, in one short transaction: attach the rebuilt unique indexes
+-- as the constraints they were, and rename the key column back.
+DO $migrate_unique$
+DECLARE
+    t regclass;
+    e jsonb;
+BEGIN
+    PERFORM set_config('lock_timeout', '2000ms', true);
+    LOCK TABLE "public"."plainjobs_jobrequest", "public"."plainjobs_jobprocess", "public"."plainjobs_jobresult" IN ACCESS EXCLUSIVE MODE;
+    FOR e IN SELECT jsonb_array_elements(v.saved) FROM "public"."migrate_unique_version" v WHERE v.layout = 'two-table:plainjobs_jobrequest,plainjobs_jobprocess,plainjobs_jobresult' LOOP
+        IF e->>'constraint' IS NOT NULL AND NOT EXISTS (
+            SELECT 1 FROM pg_constraint WHERE conrelid = (e->>'table')::regclass AND conname = e->>'constraint') THEN
+            EXECUTE format('ALTER TABLE %s ADD CONSTRAINT %I UNIQUE USING INDEX %I%s', e->>'table', e->>'constraint', e->>'index',
+                CASE WHEN (e->>'deferred')::boolean THEN ' DEFERRABLE INITIALLY DEFERRED'
+                     WHEN (e->>'deferrable')::boolean THEN ' DEFERRABLE' ELSE '' END);
+        END IF;
+    END LOOP;
+    FOREACH t IN ARRAY ARRAY['"public"."plainjobs_jobrequest"', '"public"."plainjobs_jobprocess"', '"public"."plainjobs_jobresult"']::regclass[] LOOP
+        IF EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = t AND attname = 'concurrency_key' AND NOT attisdropped)
+           AND NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = t AND attname = 'unique_key' AND NOT attisdropped) THEN
+            EXECUTE format('ALTER TABLE %s RENAME COLUMN %I TO %I', t, 'concurrency_key', 'unique_key');
+        END IF;
+    END LOOP;
+    UPDATE "public"."migrate_unique_version" SET state = 'rolling back', saved = '[]', updated_at = now() WHERE layout = 'two-table:plainjobs_jobrequest,plainjobs_jobprocess,plainjobs_jobresult';
+END
+$migrate_unique$;

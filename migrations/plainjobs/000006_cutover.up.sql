@@ -1,0 +1,55 @@
+-- The cutover, in one short transaction: rename the key column on every table
+-- of the layout and drop the unique constraint or unique index that covers
+-- the key, whatever its name or predicate, saving its exact definition.
+DO $migrate_unique$
+DECLARE
+    t regclass;
+    r record;
+    found jsonb;
+    dropped jsonb := '[]';
+BEGIN
+    PERFORM set_config('lock_timeout', '2000ms', true);
+    LOCK TABLE "public"."plainjobs_jobrequest", "public"."plainjobs_jobprocess", "public"."plainjobs_jobresult" IN ACCESS EXCLUSIVE MODE;
+    FOREACH t IN ARRAY ARRAY['"public"."plainjobs_jobrequest"', '"public"."plainjobs_jobprocess"', '"public"."plainjobs_jobresult"']::regclass[] LOOP
+        IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = t AND attnum > 0 AND NOT attisdropped
+                       AND attname IN ('unique_key', 'concurrency_key')) THEN
+            RAISE EXCEPTION 'table % has neither a % nor a % column', t, 'unique_key', 'concurrency_key';
+        END IF;
+        found := '[]';
+        FOR r IN
+            SELECT x.indexrelid, pg_get_indexdef(x.indexrelid) AS def, c.conname, pg_get_constraintdef(c.oid) AS condef,
+                   coalesce(c.condeferrable, false) AS deferrable, coalesce(c.condeferred, false) AS deferred
+            FROM pg_index x
+            LEFT JOIN pg_constraint c ON c.conindid = x.indexrelid AND c.conrelid = x.indrelid AND c.contype = 'u'
+            WHERE x.indrelid = t AND x.indisunique AND NOT x.indisprimary
+              AND EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = t AND a.attname IN ('unique_key', 'concurrency_key')
+                          AND NOT a.attisdropped AND a.attnum = ANY (x.indkey::int2[]))
+            ORDER BY x.indexrelid
+        LOOP
+            found := found || jsonb_build_object('oid', r.indexrelid::oid::bigint, 'definition', r.def, 'constraint', r.conname,
+                'constraint_definition', r.condef, 'deferrable', r.deferrable, 'deferred', r.deferred);
+        END LOOP;
+        IF EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = t AND attname = 'unique_key' AND NOT attisdropped) THEN
+            EXECUTE format('ALTER TABLE %s RENAME COLUMN %I TO %I', t, 'unique_key', 'concurrency_key');
+        END IF;
+        FOR r IN
+            SELECT f.e, i.relname AS index_name, x.indexrelid, pg_get_indexdef(x.indexrelid) AS rebuild,
+                   pg_get_expr(x.indpred, x.indrelid) AS predicate,
+                   to_jsonb(ARRAY(SELECT pg_get_indexdef(x.indexrelid, k, true) FROM generate_series(1, x.indnkeyatts) AS k)) AS columns
+            FROM jsonb_array_elements(found) AS f(e)
+            JOIN pg_index x ON x.indexrelid = (f.e->>'oid')::bigint::oid
+            JOIN pg_class i ON i.oid = x.indexrelid
+        LOOP
+            dropped := dropped || ((r.e - 'oid') || jsonb_build_object('table', t::text, 'index', r.index_name, 'rebuild', r.rebuild,
+                'predicate', r.predicate, 'columns', r.columns));
+            IF r.e->>'constraint' IS NOT NULL THEN
+                EXECUTE format('ALTER TABLE %s DROP CONSTRAINT %I', t, r.e->>'constraint');
+            ELSE
+                EXECUTE format('DROP INDEX %s', r.indexrelid::regclass);
+            END IF;
+        END LOOP;
+    END LOOP;
+    UPDATE "public"."migrate_unique_version" SET saved = saved || dropped, updated_at = now()
+    WHERE layout = 'two-table:plainjobs_jobrequest,plainjobs_jobprocess,plainjobs_jobresult';
+END
+$migrate_unique$;

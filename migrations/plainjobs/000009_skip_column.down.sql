@@ -1,0 +1,1 @@
+-- The skip-metadata column is dropped with the runtime tables, unless it holds skip records.

@@ -1,0 +1,4 @@
+-- The skip-metadata column: a NULL column, so adding it rewrites no row.
+SELECT set_config('lock_timeout', '2000ms', true);
+ALTER TABLE "public"."plainjobs_jobresult" ADD COLUMN IF NOT EXISTS "concurrency_skip" jsonb NULL;
+

@@ -1,0 +1,1 @@
+ANALYZE "public"."plainjobs_jobrequest", "public"."plainjobs_jobprocess", "public"."plainjobs_jobresult";

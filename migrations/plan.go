@@ -1,0 +1,83 @@
+package migrations
+
+import (
+	"context"
+	"strings"
+
+	"github.com/migrate-unique/migrate-unique/internal/layout"
+)
+
+// PlannedStep is one step Up would run.
+type PlannedStep struct {
+	// Number is the step's 1-based position.
+	Number int
+	// Name says what the step does; SQL is exactly what it runs.
+	Name, SQL string
+	// Table is the table(s) the step touches and Lock the lock it takes.
+	Table, Lock string
+	// Rows and Bytes are the size of the queue tables it touches (row
+	// count from the planner's estimate).
+	Rows, Bytes int64
+	// Skip says why the step has nothing to do, or "".
+	Skip string
+	// Concurrent steps run outside any transaction; the others run in one
+	// transaction each, with SET LOCAL lock_timeout.
+	Concurrent bool
+}
+
+// PlanResult is what Plan found and what Up would do.
+type PlanResult struct {
+	// State is the layout's current state.
+	State State
+	// Findings are the preflight's findings; a fatal one means Up would
+	// refuse.
+	Findings []Finding
+	// Steps lists what Up would run, in order (empty when migrated).
+	Steps []PlannedStep
+}
+
+// Plan inspects the database read-only and returns the preflight findings
+// and each step of Up with its SQL, lock level and table size. It changes
+// nothing. A fatal preflight finding is returned in PlanResult.Findings, not
+// as an error; a layout that is not found is a *NotFoundError.
+func Plan(ctx context.Context, databaseURL string, l layout.Layout) (*PlanResult, error) {
+	r, err := newRunner(ctx, databaseURL, l, Options{})
+	if err != nil {
+		return nil, err
+	}
+	defer r.close()
+	res := &PlanResult{}
+	if err := r.lock(ctx); err != nil {
+		res.Findings = append(res.Findings, Finding{Fatal: true, Message: err.Error()})
+	}
+	in, findings, err := r.preflight(ctx, "up")
+	if pe, ok := err.(*PreflightError); ok {
+		res.Findings = append(res.Findings, pe.Findings...)
+		if in, err = inspect(ctx, r.conn, r.l); err != nil {
+			return nil, err
+		}
+	} else if err != nil {
+		return nil, err
+	} else {
+		res.Findings = append(res.Findings, findings...)
+	}
+	res.State = in.state()
+	if res.State == Migrated {
+		return res, nil
+	}
+	steps, err := upSteps(in, r.opts)
+	if err != nil {
+		return nil, err
+	}
+	for i, s := range steps {
+		ps := PlannedStep{Number: i + 1, Name: s.name, SQL: strings.TrimSpace(s.sql), Table: s.table, Lock: s.lock, Skip: s.skip, Concurrent: s.kind == stepConcurrent}
+		for _, t := range in.tables {
+			if strings.Contains(s.table, l.Table(t.name)) {
+				ps.Rows += t.rows
+				ps.Bytes += t.bytes
+			}
+		}
+		res.Steps = append(res.Steps, ps)
+	}
+	return res, nil
+}

@@ -1,0 +1,63 @@
+package migrations
+
+import (
+	"context"
+	"time"
+
+	"github.com/migrate-unique/migrate-unique/internal/layout"
+	"github.com/migrate-unique/migrate-unique/internal/version"
+)
+
+// TableStatus is one table of the layout.
+type TableStatus struct {
+	// Table is the quoted, schema-qualified table.
+	Table string
+	// KeyColumn is unique_key or concurrency_key.
+	KeyColumn string
+	// Rows is the planner's row estimate.
+	Rows int64
+}
+
+// StatusResult says where a layout stands.
+type StatusResult struct {
+	// State is legacy, partly migrated or migrated.
+	State State
+	// ToolVersion is this tool's version; RecordedVersion is the version
+	// that last wrote the layout's row in the version table ("" if none),
+	// at RecordedAt.
+	ToolVersion, RecordedVersion string
+	RecordedAt                   time.Time
+	// Tables lists the layout's tables.
+	Tables []TableStatus
+	// InvalidIndexes lists indexes of ours left invalid by an interrupted
+	// build (up drops and rebuilds them).
+	InvalidIndexes []string
+	// Saved lists the unique rules the cutover dropped and down restores.
+	Saved []SavedUnique
+}
+
+// Status reports the layout's state, read-only.
+func Status(ctx context.Context, databaseURL string, l layout.Layout) (*StatusResult, error) {
+	r, err := newRunner(ctx, databaseURL, l, Options{})
+	if err != nil {
+		return nil, err
+	}
+	defer r.close()
+	in, _, err := r.preflight(ctx, "status")
+	if pe, ok := err.(*PreflightError); ok {
+		_ = pe // a refusal of up is still a state to show
+		if in, err = inspect(ctx, r.conn, r.l); err != nil {
+			return nil, err
+		}
+	} else if err != nil {
+		return nil, err
+	}
+	res := &StatusResult{State: in.state(), ToolVersion: version.Version, InvalidIndexes: in.invalidOurs()}
+	if in.version != nil {
+		res.RecordedVersion, res.RecordedAt, res.Saved = in.version.toolVersion, in.version.updatedAt, in.version.saved
+	}
+	for _, t := range in.tables {
+		res.Tables = append(res.Tables, TableStatus{Table: r.l.Table(t.name), KeyColumn: t.keyColumn(), Rows: t.rows})
+	}
+	return res, nil
+}
