@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 
@@ -87,6 +88,8 @@ func fix(pos, end token.Pos, category, msg, text string) analysis.Diagnostic {
 type module struct {
 	root, dir string
 	want      map[string][]byte // path relative to root -> expected content
+	changes   []string          // the comment's "changes:" line: files the rewrite changes
+	human     []string          // the comment's "human:" line: categories left for a human
 }
 
 func extract(t *testing.T, name string) *module {
@@ -97,6 +100,16 @@ func extract(t *testing.T, name string) *module {
 	}
 	m := &module{root: t.TempDir(), want: map[string][]byte{}}
 	m.dir = filepath.Join(m.root, "mod")
+	for _, line := range strings.Split(string(ar.Comment), "\n") {
+		if rest, ok := strings.CutPrefix(line, "changes:"); ok {
+			m.changes = strings.Fields(rest)
+			sort.Strings(m.changes)
+		}
+		if rest, ok := strings.CutPrefix(line, "human:"); ok {
+			m.human = strings.Fields(rest)
+			sort.Strings(m.human)
+		}
+	}
 	for _, f := range ar.Files {
 		if rest, ok := strings.CutPrefix(f.Name, "want/"); ok {
 			m.want[rest] = f.Data

@@ -1,7 +1,119 @@
 package main
 
-import "context"
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"strings"
 
-// Owned by the rewrite issue.
+	"github.com/migrate-unique/migrate-unique/analyzer"
+	"github.com/migrate-unique/migrate-unique/rewrite"
+)
 
-func runRewrite(ctx context.Context, e *env, args []string) error { return errNotImplemented }
+// listFlag is a repeatable string flag.
+type listFlag []string
+
+func (l *listFlag) String() string { return strings.Join(*l, " ") }
+
+func (l *listFlag) Set(v string) error {
+	*l = append(*l, v)
+	return nil
+}
+
+const rewriteUsage = `rewrite [-diff | -w] [-interface importpath.Name]... [-rename importpath.Old=New]... [-tags list]... [packages]
+
+Migrates the job code of the module in the current directory in one step:
+UniqueKey becomes ConcurrencyKey plus ConcurrencyLimit on every job type,
+interface, call site and method value, in every package and test (default
+packages: ./...). Nothing is written unless every fix applies and the
+rewritten module type-checks.
+
+-diff (the default) prints a unified diff on stdout (apply it with git apply)
+and the summary on stderr; it exits 1 when there is a diff, 0 when there is
+none. -w writes the files (each replaced atomically, its mode kept) and
+prints the summary on stdout. A refusal or error exits 2 and changes nothing.`
+
+func runRewrite(ctx context.Context, e *env, args []string) error {
+	fs := newFlagSet(e, "rewrite", rewriteUsage)
+	diff := fs.Bool("diff", false, "print a unified diff and change nothing (the default); exit 1 when there is a diff")
+	write := fs.Bool("w", false, "write the rewritten files")
+	var interfaces, renames, tags listFlag
+	fs.Var(&interfaces, "interface", "legacy job interface as `importpath.Name` (repeatable); replaces the default detection (interfaces with UniqueKey() string and Run, Perform, Execute, Handle, Process, Work or Do)")
+	fs.Var(&renames, "rename", "rename an option function or sentinel error, `importpath.Old=New` (repeatable)")
+	fs.Var(&tags, "tags", "comma-separated build tags: one more `list` to load the module with (repeatable, one load each, besides the load without tags)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return &exitError{code: 2, err: err}
+	}
+	if *diff && *write {
+		return &exitError{code: 2, err: errors.New("-diff and -w exclude each other: -diff shows the change, -w makes it")}
+	}
+	cfg := analyzer.Config{Interfaces: interfaces, Renames: map[string]string{}}
+	for _, r := range renames {
+		old, new, ok := strings.Cut(r, "=")
+		if !ok {
+			return &exitError{code: 2, err: fmt.Errorf("-rename %s: want importpath.Old=New, e.g. example.com/app/jobs.WithUniqueKey=WithConcurrencyKey", r)}
+		}
+		cfg.Renames[strings.TrimSpace(old)] = strings.TrimSpace(new)
+	}
+	a, err := analyzer.New(cfg)
+	if err != nil {
+		return &exitError{code: 2, err: err}
+	}
+	res, err := rewrite.Plan(ctx, rewrite.Options{Analyzer: a, Patterns: fs.Args(), Tags: tags})
+	if err != nil {
+		return &exitError{code: 2, err: err}
+	}
+	if *write {
+		if err := res.Write(); err != nil {
+			return &exitError{code: 2, err: err}
+		}
+		if err := res.Summary(e.stdout, rewriteTitle); err != nil {
+			return &exitError{code: 2, err: err}
+		}
+		fmt.Fprintf(e.stdout, "wrote %d file(s)\n", len(res.Files))
+		return nil
+	}
+	if err := res.Diff(e.stdout); err != nil {
+		return &exitError{code: 2, err: err}
+	}
+	if err := res.Summary(e.stderr, rewriteTitle); err != nil {
+		return &exitError{code: 2, err: err}
+	}
+	if len(res.Files) > 0 {
+		return &exitError{code: 1}
+	}
+	return nil
+}
+
+// rewriteTitle heads each group of the summary.
+func rewriteTitle(category string) string {
+	switch analyzer.Code(category) {
+	case analyzer.CodeJobType:
+		return "job types migrated"
+	case analyzer.CodeInterface:
+		return "interfaces migrated"
+	case analyzer.CodeCallSite:
+		return "call sites renamed"
+	case analyzer.CodeRename:
+		return "options and errors renamed"
+	case analyzer.CodeSpanError:
+		return "span error strings renamed"
+	case analyzer.CodeSQL:
+		return "SQL text to check"
+	case analyzer.CodeUniqueViolation:
+		return "unique-violation handling to delete"
+	case analyzer.CodeGenerated:
+		return "generated file to regenerate"
+	case analyzer.CodeClash:
+		return "clash to resolve"
+	case analyzer.CodeExternal:
+		return "external interface"
+	case analyzer.CodeDirective:
+		return "directive without a reason"
+	}
+	return category
+}

@@ -1,0 +1,132 @@
+package rewrite_test
+
+import (
+	"bytes"
+	"context"
+	"os/exec"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/migrate-unique/migrate-unique/analyzer"
+	"github.com/migrate-unique/migrate-unique/rewrite"
+)
+
+// TestMigrateJobModules runs the real analyzer over whole modules: after
+// Write the module builds, vets and passes its own tests (which check the
+// SPEC section 2 semantics of the rewritten jobs), exactly the files the
+// archive's "changes:" line names are changed, and a second run changes
+// nothing.
+func TestMigrateJobModules(t *testing.T) {
+	for _, tc := range []struct {
+		archive string
+		tags    []string
+		cfg     analyzer.Config
+	}{
+		{archive: "jobs.txtar", tags: []string{"integration"}},
+		{archive: "interface.txtar", cfg: analyzer.Config{
+			Interfaces: []string{"example.com/mod/queue.Task"},
+			Renames: map[string]string{
+				"example.com/mod/queue.WithUniqueKey": "WithConcurrencyKey",
+				"example.com/mod/queue.ErrDuplicate":  "ErrConcurrencyLimit",
+			},
+		}},
+	} {
+		t.Run(tc.archive, func(t *testing.T) {
+			ctx := context.Background()
+			m := extract(t, tc.archive)
+			a, err := analyzer.New(tc.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := m.snapshot(t)
+			res, err := rewrite.Plan(ctx, m.options(a, tc.tags...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, f := range res.Files {
+				got = append(got, "mod/"+strings.TrimPrefix(f.Path, m.dir+"/"))
+			}
+			if want := m.changes; strings.Join(got, " ") != strings.Join(want, " ") {
+				t.Errorf("changed files:\n%q\nwant:\n%q", got, want)
+			}
+			human := map[string]bool{}
+			for _, f := range res.Findings {
+				if !f.Fixed {
+					human[f.Category] = true
+				}
+			}
+			var gotHuman []string
+			for c := range human {
+				gotHuman = append(gotHuman, c)
+			}
+			sort.Strings(gotHuman)
+			if strings.Join(gotHuman, " ") != strings.Join(m.human, " ") {
+				t.Errorf("categories left for a human: %q, want %q", gotHuman, m.human)
+			}
+			var diff, summary bytes.Buffer
+			if err := res.Diff(&diff); err != nil {
+				t.Fatal(err)
+			}
+			if err := res.Summary(&summary, nil); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("summary:\n%s\ndiff:\n%s", summary.String(), diff.String())
+
+			// The diff applies to a pristine copy and gives the same files as Write.
+			applied := extract(t, tc.archive)
+			cmd := exec.Command("git", "apply", "-p1", "--directory=mod", "-")
+			cmd.Dir, cmd.Stdin = applied.root, bytes.NewReader(diff.Bytes())
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("git apply: %v\n%s", err, out)
+			}
+
+			if err := res.Write(); err != nil {
+				t.Fatal(err)
+			}
+			after := m.snapshot(t)
+			changed := map[string]bool{}
+			for _, p := range m.changes {
+				changed[p] = true
+			}
+			for p, b := range before {
+				if !changed[p] && after[p] != b {
+					t.Errorf("%s changed but should be byte-identical", p)
+				}
+			}
+			if appliedFiles := applied.snapshot(t); !equalMaps(appliedFiles, after) {
+				t.Errorf("git apply of the diff and Write give different trees")
+			}
+			m.goRun(t, "build", "./...")
+			m.goRun(t, "vet", "./...")
+			m.goRun(t, "test", "./...")
+			for _, tags := range tc.tags {
+				m.goRun(t, "vet", "-tags", tags, "./...")
+				m.goRun(t, "test", "-tags", tags, "./...")
+			}
+
+			again, err := rewrite.Plan(ctx, m.options(a, tc.tags...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(again.Files) != 0 {
+				var d bytes.Buffer
+				again.Diff(&d)
+				t.Errorf("a second run changes %d files:\n%s", len(again.Files), d.String())
+			}
+		})
+	}
+}
+
+func equalMaps(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
