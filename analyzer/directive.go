@@ -11,6 +11,7 @@ const directivePrefix = "//migrate-unique:ignore"
 
 // fileInfo is what the analyzer knows about one file.
 type fileInfo struct {
+	file       *ast.File
 	generated  bool
 	directives []*directive
 	silenced   map[int]bool // lines whose findings are suppressed
@@ -22,14 +23,26 @@ type directive struct {
 }
 
 func newFileInfo(fset *token.FileSet, f *ast.File) *fileInfo {
-	fi := &fileInfo{generated: ast.IsGenerated(f), silenced: map[int]bool{}}
+	fi := &fileInfo{file: f, generated: ast.IsGenerated(f), silenced: map[int]bool{}}
 	for _, cg := range f.Comments {
 		for _, c := range cg.List {
+			// gofmt writes "// migrate-unique:ignore" when the directive
+			// sits in a doc comment (it only keeps known directive forms),
+			// so the spaced form counts too.
 			rest, ok := strings.CutPrefix(c.Text, directivePrefix)
+			if !ok {
+				rest, ok = strings.CutPrefix(c.Text, "// "+directivePrefix[2:])
+			}
 			if !ok || rest != "" && rest[0] != ' ' && rest[0] != '\t' {
 				continue
 			}
-			fi.directives = append(fi.directives, &directive{comment: c, reason: strings.TrimSpace(rest)})
+			// A reason is prose: text that is itself a comment (a trailing
+			// "// TODO") is none.
+			reason := strings.TrimSpace(rest)
+			if strings.HasPrefix(reason, "//") {
+				reason = ""
+			}
+			fi.directives = append(fi.directives, &directive{comment: c, reason: reason})
 			// The directive covers its own line, the next one, and the
 			// line after its comment group (a doc comment above a
 			// declaration).

@@ -37,7 +37,8 @@ func (p *pass) methodFix(fd *ast.FuncDecl) *analysis.SuggestedFix {
 		recvText = name + " " + recvText
 	}
 	text := "\n\n" + doc + "\nfunc (" + recvText + ") " + limitName + "() (int, bool) {\n\treturn 1, " + result + "\n}"
-	edits = append(edits, analysis.TextEdit{Pos: fd.End(), End: fd.End(), NewText: []byte(text)})
+	at := p.lineEnd(fd.End())
+	edits = append(edits, analysis.TextEdit{Pos: at, End: at, NewText: []byte(text)})
 	return &analysis.SuggestedFix{
 		Message:   "Rename UniqueKey to ConcurrencyKey and add ConcurrencyLimit",
 		TextEdits: edits,
@@ -72,7 +73,6 @@ func (p *pass) interfaceFix(im ifaceMethod) *analysis.SuggestedFix {
 	fld := im.field
 	edits := []analysis.TextEdit{{Pos: fld.Names[0].Pos(), End: fld.Names[0].End(), NewText: []byte(keyName)}}
 	edits = append(edits, docEdits(fld.Doc)...)
-	edits = append(edits, docEdits(fld.Comment)...)
 	at := fld.End()
 	if fld.Comment != nil {
 		at = fld.Comment.End()
@@ -116,7 +116,7 @@ func (p *pass) delegateFix(td typeDecl, pointer bool) *analysis.SuggestedFix {
 		"func (" + r + " " + typ + ") " + limitName + "() (int, bool) { return 1, " + r + "." + keyName + `() != "" }`
 	return &analysis.SuggestedFix{
 		Message:   "Add ConcurrencyKey and ConcurrencyLimit delegating to the promoted UniqueKey",
-		TextEdits: []analysis.TextEdit{{Pos: td.decl.End(), End: td.decl.End(), NewText: []byte(text)}},
+		TextEdits: []analysis.TextEdit{{Pos: p.lineEnd(td.decl.End()), End: p.lineEnd(td.decl.End()), NewText: []byte(text)}},
 	}
 }
 
@@ -154,4 +154,20 @@ func wordOffsets(text, word string) []int {
 
 func isIdentByte(b byte) bool {
 	return b == '_' || b >= '0' && b <= '9' || b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z'
+}
+
+// lineEnd moves an insertion point past a comment that trails the
+// declaration ending at pos on the same line, so the comment stays with it.
+func (p *pass) lineEnd(pos token.Pos) token.Pos {
+	fi := p.files[p.Fset.File(pos)]
+	if fi == nil {
+		return pos
+	}
+	line := p.Fset.Position(pos).Line
+	for _, cg := range fi.file.Comments {
+		if cg.Pos() >= pos && p.Fset.Position(cg.Pos()).Line == line {
+			return cg.End()
+		}
+	}
+	return pos
 }
