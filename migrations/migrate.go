@@ -49,6 +49,9 @@ type Options struct {
 	ProgressEvery time.Duration
 	// OnStep is called after every step, done or skipped.
 	OnStep func(StepResult)
+	// OnRetry is called when a step could not take a lock (or hit a
+	// deadlock) and will be tried again after wait.
+	OnRetry func(step string, attempt int, wait time.Duration, err error)
 	// StopAfterStep, when > 0, stops the run with ErrStopped right after
 	// step number StopAfterStep (1-based): a test hook that simulates a
 	// kill between two steps.
@@ -295,6 +298,9 @@ func (r *runner) runStep(ctx context.Context, s step) (attempts int, held time.D
 		}
 		wait := backoff(attempts)
 		r.opts.Logger.Debug("lock not available, retrying", "step", s.name, "attempt", attempts, "wait", wait, "err", err)
+		if r.opts.OnRetry != nil {
+			r.opts.OnRetry(s.name, attempts, wait, err)
+		}
 		r.printf("step %s: lock not available within %s (attempt %d/%d), retrying in %s\n", s.name, r.opts.LockTimeout, attempts, r.opts.MaxAttempts, wait.Round(time.Millisecond))
 		select {
 		case <-ctx.Done():

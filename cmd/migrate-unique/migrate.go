@@ -3,14 +3,295 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/migrate-unique/migrate-unique/internal/layout"
+	"github.com/migrate-unique/migrate-unique/internal/pgurl"
+	"github.com/migrate-unique/migrate-unique/migrations"
 )
 
 // Owned by the migration issue: plan, up, down, status, sql.
 
+// errNotImplemented is what a command that is not written yet returns.
 var errNotImplemented = errors.New("not implemented yet")
 
-func runPlan(ctx context.Context, e *env, args []string) error   { return errNotImplemented }
-func runUp(ctx context.Context, e *env, args []string) error     { return errNotImplemented }
-func runDown(ctx context.Context, e *env, args []string) error   { return errNotImplemented }
-func runStatus(ctx context.Context, e *env, args []string) error { return errNotImplemented }
-func runSQL(ctx context.Context, e *env, args []string) error    { return errNotImplemented }
+const databaseFlagUsage = "PostgreSQL URL, e.g. postgres://user@host:5432/dbname (default $" + pgurl.EnvVar + "); the password is never printed"
+
+// migrateFlags are the flags of plan, up, down and status.
+type migrateFlags struct {
+	layout      *layout.Flags
+	database    *string
+	lockTimeout *time.Duration
+	maxAttempts *int
+	longTx      *time.Duration
+}
+
+func parseMigrateFlags(e *env, name, usage string, args []string, run bool) (*migrateFlags, error) {
+	fs := newFlagSet(e, name, usage)
+	f := &migrateFlags{layout: layout.RegisterFlags(fs)}
+	f.database = fs.String("database", "", databaseFlagUsage)
+	if run {
+		f.lockTimeout = fs.Duration("lock-timeout", migrations.DefaultLockTimeout, "longest wait for a lock on a queue table per attempt; a writer queued behind the migration waits at most this long")
+		f.maxAttempts = fs.Int("max-attempts", migrations.DefaultMaxAttempts, "attempts per step when a lock is not available (55P03) or a deadlock (40P01) occurs, with jittered backoff in between")
+		f.longTx = fs.Duration("long-transaction", migrations.DefaultLongTransaction, "refuse to start while another session holding a lock on a queue table has been in (or idle in) a transaction longer than this")
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, err
+		}
+		return nil, &exitError{code: 2, err: err}
+	}
+	if fs.NArg() > 0 {
+		return nil, &exitError{code: 2, err: fmt.Errorf("unexpected argument %q; every setting is a flag (see -h)", fs.Arg(0))}
+	}
+	if run {
+		if *f.lockTimeout <= 0 {
+			return nil, &exitError{code: 2, err: fmt.Errorf("--lock-timeout %s: must be positive, e.g. 2s", *f.lockTimeout)}
+		}
+		if *f.maxAttempts < 1 {
+			return nil, &exitError{code: 2, err: fmt.Errorf("--max-attempts %d: must be at least 1", *f.maxAttempts)}
+		}
+		if *f.longTx <= 0 {
+			return nil, &exitError{code: 2, err: fmt.Errorf("--long-transaction %s: must be positive, e.g. 1m", *f.longTx)}
+		}
+	}
+	return f, nil
+}
+
+func (f *migrateFlags) resolve() (string, layout.Layout, error) {
+	l, err := f.layout.Layout()
+	if err != nil {
+		return "", layout.Layout{}, &exitError{code: 2, err: err}
+	}
+	url, err := pgurl.Resolve(*f.database)
+	if err != nil {
+		return "", layout.Layout{}, &exitError{code: 2, err: err}
+	}
+	return url, l, nil
+}
+
+func (f *migrateFlags) options(e *env) migrations.Options {
+	return migrations.Options{LockTimeout: *f.lockTimeout, MaxAttempts: *f.maxAttempts, LongTransaction: *f.longTx, Out: e.stdout, Terminal: e.isTerminal}
+}
+
+// describeLayout renders the layout for a heading line.
+func describeLayout(l layout.Layout) string {
+	var ts []string
+	for _, t := range l.Tables() {
+		ts = append(ts, l.Table(t))
+	}
+	s := strings.Join(ts, ", ")
+	if a := l.Args(); a != "" {
+		s += " (" + a + ")"
+	}
+	return s
+}
+
+const planUsage = `plan [layout flags] [--database URL]
+
+Shows, changing nothing, what up would do: the preflight findings, then each
+step with its SQL, its lock level and the size of the table it touches.
+Exits 1 when up would refuse.`
+
+func runPlan(ctx context.Context, e *env, args []string) error {
+	f, err := parseMigrateFlags(e, "plan", planUsage, args, false)
+	if err != nil {
+		return err
+	}
+	url, l, err := f.resolve()
+	if err != nil {
+		return err
+	}
+	p, err := migrations.Plan(ctx, url, l)
+	if err != nil {
+		return pgurl.RedactError(url, err)
+	}
+	fmt.Fprintf(e.stdout, "database: %s\nlayout:   %s\nstate:    %s\n", pgurl.Describe(url), describeLayout(l.WithDefaults()), p.State)
+	fatal := false
+	if len(p.Findings) > 0 {
+		fmt.Fprintf(e.stdout, "\npreflight:\n")
+		for _, fd := range p.Findings {
+			fmt.Fprintf(e.stdout, "  %s\n", fd)
+			fatal = fatal || fd.Fatal
+		}
+	}
+	if p.State == migrations.Migrated {
+		fmt.Fprintf(e.stdout, "\nalready migrated: up has nothing to do\n")
+		return nil
+	}
+	for _, s := range p.Steps {
+		how := "in one transaction, lock_timeout bounded, retried"
+		if s.Concurrent {
+			how = "outside any transaction"
+		}
+		fmt.Fprintf(e.stdout, "\nstep %d: %s\n  table: %s", s.Number, s.Name, s.Table)
+		if s.Rows > 0 || s.Bytes > 0 {
+			fmt.Fprintf(e.stdout, " (~%d rows, %s)", s.Rows, humanBytes(s.Bytes))
+		}
+		fmt.Fprintf(e.stdout, "\n  lock:  %s; %s\n", s.Lock, how)
+		if s.Skip != "" {
+			fmt.Fprintf(e.stdout, "  skip:  %s\n", s.Skip)
+			continue
+		}
+		fmt.Fprintf(e.stdout, "  sql:\n%s\n", indent(s.SQL, "    "))
+	}
+	if fatal {
+		return &exitError{code: 1, err: errors.New("up would refuse: see the preflight findings above")}
+	}
+	return nil
+}
+
+const upUsage = `up [layout flags] [--database URL] [--lock-timeout 2s] [--max-attempts 10]
+
+Runs the migration online: counting indexes built CONCURRENTLY, one short
+cutover transaction (rename unique_key to concurrency_key, drop the unique
+rule, saved for down), the runtime's tables, ANALYZE. Each step prints its
+duration; index builds show progress. Safe to re-run after any failure or
+kill: it finishes what is left. Exits 0 when migrated (or already migrated).`
+
+func runUp(ctx context.Context, e *env, args []string) error {
+	return runMigration(ctx, e, "up", upUsage, args, migrations.Up)
+}
+
+const downUsage = `down [layout flags] [--database URL] [--lock-timeout 2s] [--max-attempts 10]
+
+Rolls the migration back online. First a read-only scan: if any group has
+more rows than the old unique rule allows, down refuses, lists every such
+group (class, key, count) and changes nothing; it never deletes a job. Then
+it rebuilds the saved unique rule CONCURRENTLY, attaches it as it was and
+renames the column back in one short transaction, and drops what up added,
+except tables that hold operator data (limit overrides, live slot leases,
+skip metadata), which it keeps and names.`
+
+func runDown(ctx context.Context, e *env, args []string) error {
+	return runMigration(ctx, e, "down", downUsage, args, migrations.Down)
+}
+
+func runMigration(ctx context.Context, e *env, name, usage string, args []string,
+	do func(context.Context, string, layout.Layout, migrations.Options) (*migrations.Report, error)) error {
+	f, err := parseMigrateFlags(e, name, usage, args, true)
+	if err != nil {
+		return err
+	}
+	url, l, err := f.resolve()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "database: %s\nlayout:   %s\n", pgurl.Describe(url), describeLayout(l.WithDefaults()))
+	if _, err := do(ctx, url, l, f.options(e)); err != nil {
+		return pgurl.RedactError(url, err)
+	}
+	return nil
+}
+
+const statusUsage = `status [layout flags] [--database URL]
+
+Shows the layout's state (legacy, partly migrated, migrated), the tool's
+version and the version recorded in the database, each table's key column,
+the unique rules down would restore, and whether any index of ours is
+invalid.`
+
+func runStatus(ctx context.Context, e *env, args []string) error {
+	f, err := parseMigrateFlags(e, "status", statusUsage, args, false)
+	if err != nil {
+		return err
+	}
+	url, l, err := f.resolve()
+	if err != nil {
+		return err
+	}
+	st, err := migrations.Status(ctx, url, l)
+	if err != nil {
+		return pgurl.RedactError(url, err)
+	}
+	fmt.Fprintf(e.stdout, "database: %s\nlayout:   %s\nstate:    %s\ntool:     migrate-unique %s", pgurl.Describe(url), describeLayout(l.WithDefaults()), st.State, st.ToolVersion)
+	if st.RecordedVersion != "" {
+		fmt.Fprintf(e.stdout, " (database last written by %s at %s)", st.RecordedVersion, st.RecordedAt.UTC().Format(time.RFC3339))
+	}
+	fmt.Fprintln(e.stdout)
+	for _, t := range st.Tables {
+		fmt.Fprintf(e.stdout, "table:    %s: key column %s, ~%d rows\n", t.Table, t.KeyColumn, t.Rows)
+	}
+	for _, s := range st.Saved {
+		fmt.Fprintf(e.stdout, "saved:    %s\n", s.Definition)
+	}
+	if len(st.InvalidIndexes) == 0 {
+		fmt.Fprintf(e.stdout, "invalid indexes of ours: none\n")
+	} else {
+		fmt.Fprintf(e.stdout, "invalid indexes of ours: %s (up drops and rebuilds them)\n", strings.Join(st.InvalidIndexes, ", "))
+	}
+	return nil
+}
+
+const sqlUsage = `sql [layout flags] [--dir DIR]
+
+Writes the migration for the layout as golang-migrate files into DIR, one
+statement per file wherever CONCURRENTLY is involved, for teams that apply
+migrations with their own tool (give golang-migrate its own version table
+with x-migrations-table). Needs no database.`
+
+func runSQL(ctx context.Context, e *env, args []string) error {
+	fs := newFlagSet(e, "sql", sqlUsage)
+	lf := layout.RegisterFlags(fs)
+	dir := fs.String("dir", "migrate-unique-sql", "directory to write the files into (created if missing; files of the same name are replaced)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return &exitError{code: 2, err: err}
+	}
+	if fs.NArg() > 0 {
+		return &exitError{code: 2, err: fmt.Errorf("unexpected argument %q; use --dir DIR", fs.Arg(0))}
+	}
+	l, err := lf.Layout()
+	if err != nil {
+		return &exitError{code: 2, err: err}
+	}
+	files, err := migrations.Files(l)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(*dir, 0o755); err != nil {
+		return fmt.Errorf("create --dir %s: %w", *dir, err)
+	}
+	names := make([]string, 0, len(files))
+	for n := range files {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if err := os.WriteFile(filepath.Join(*dir, n), []byte(files[n]), 0o644); err != nil {
+			return fmt.Errorf("write %s: %w", n, err)
+		}
+		fmt.Fprintln(e.stdout, filepath.Join(*dir, n))
+	}
+	fmt.Fprintf(e.stdout, "wrote %d files for %s\n", len(names), describeLayout(l))
+	return nil
+}
+
+func indent(s, prefix string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	for i, l := range lines {
+		lines[i] = prefix + l
+	}
+	return strings.Join(lines, "\n")
+}
+
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
