@@ -291,6 +291,14 @@ func (c *Client) enqueue(ctx context.Context, db DB, jobs []Job, sc trace.SpanCo
 		return nil, err
 	}
 	adms, err := c.prepare(s, jobs, sc)
+	if errors.Is(err, ErrNotMigrated) {
+		// The cached view may predate a migration that ran since: look again.
+		c.forget()
+		if s, err = c.loadSchema(ctx, db); err != nil {
+			return nil, err
+		}
+		adms, err = c.prepare(s, jobs, sc)
+	}
 	if err != nil {
 		return nil, err
 	}

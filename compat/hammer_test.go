@@ -1,0 +1,257 @@
+package compat
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/migrate-unique/migrate-unique/internal/layout"
+	"github.com/migrate-unique/migrate-unique/internal/testdb"
+	"github.com/migrate-unique/migrate-unique/testdata/legacy"
+)
+
+// hammerGroup is one kind of job the hammer enqueues.
+type hammerGroup struct {
+	class string
+	value keyedJob
+}
+
+// TestHammerNoGroupExceedsItsLimit: 64 goroutines, each on its own
+// connection, enqueue thousands of jobs into keyed groups with limits 0, 1,
+// 3 and 10 and into classes with class-wide limits (one mixed with keyed
+// jobs), singly, in batches and in their own transactions, while a worker
+// moves and finishes jobs. After every admission an observer connection
+// checks every group against its limit; at the end the rows agree with what
+// was admitted and finished.
+func TestHammerNoGroupExceedsItsLimit(t *testing.T) {
+	testdb.Heavy(t)
+	q := newQueue(t, legacy.PlainJobs, true)
+	ctx := t.Context()
+	groups := []hammerGroup{
+		{"hammer.A", limited("k0", 0)}, {"hammer.A", limited("k1", 1)},
+		{"hammer.A", limited("k3", 3)}, {"hammer.A", limited("k10", 10)},
+		{"hammer.A", keyedJob{}}, // keyless, unlimited: no check, shared class lock only
+		{"hammer.B", limited("", 3)},
+		{"hammer.C", limited("", 10)}, {"hammer.C", keyedJob{key: "free"}}, {"hammer.C", limited("one", 1)},
+	}
+	keyedLimit := map[[2]string]int{}
+	classLimit := map[string]int{}
+	for _, g := range groups {
+		switch {
+		case g.value.limited && g.value.key != "":
+			keyedLimit[[2]string{g.class, g.value.key}] = g.value.limit
+		case g.value.limited:
+			classLimit[g.class] = g.value.limit
+		}
+	}
+
+	const workers, attempts = 64, 50
+	admitted := make(chan string, workers*attempts*2)
+	var (
+		mu       sync.Mutex
+		inserted = map[[2]string]int{}
+		skipped  int
+	)
+	var wg sync.WaitGroup
+	errs := make(chan error, workers+2)
+	for w := range workers {
+		conn, err := pgx.Connect(ctx, q.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close(context.Background()) })
+		c, err := NewClient(Pgx(conn), q.l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(w), 7))
+			for i := range attempts {
+				n := 1
+				if i%4 == 0 {
+					n = 2 // a batch
+				}
+				jobs := make([]Job, n)
+				for j := range jobs {
+					g := groups[rng.IntN(len(groups))]
+					jobs[j] = Job{Class: g.class, Value: g.value, Args: map[string]int{"worker": w, "attempt": i}}
+				}
+				var res []Result
+				var err error
+				if i%8 == 1 { // in the caller's transaction
+					var tx pgx.Tx
+					if tx, err = conn.Begin(ctx); err == nil {
+						if res, err = c.EnqueueManyTx(ctx, Pgx(tx), jobs); err == nil {
+							err = tx.Commit(ctx)
+						} else {
+							_ = tx.Rollback(ctx)
+						}
+					}
+				} else {
+					res, err = c.EnqueueMany(ctx, jobs)
+				}
+				if err != nil {
+					errs <- fmt.Errorf("worker %d attempt %d: %w", w, i, err)
+					return
+				}
+				mu.Lock()
+				for j, r := range res {
+					if r.Inserted() {
+						inserted[[2]string{jobs[j].Class, IdentityOf(jobs[j].Value).Key}]++
+					} else {
+						skipped++
+					}
+				}
+				mu.Unlock()
+				admitted <- fmt.Sprintf("worker %d attempt %d", w, i)
+			}
+		}()
+	}
+
+	// The worker side: moves pending jobs to running (one statement, so a
+	// job never leaves the active set on the way) and finishes running ones.
+	finished := map[[2]string]int{}
+	stop := make(chan struct{})
+	var side sync.WaitGroup
+	side.Add(1)
+	go func() {
+		defer side.Done()
+		conn, err := pgx.Connect(context.Background(), q.url)
+		if err != nil {
+			errs <- err
+			return
+		}
+		defer conn.Close(context.Background())
+		req, proc := q.l.Table(q.l.RequestsTable), q.l.Table(q.l.ProcessesTable)
+		move := `WITH m AS (DELETE FROM ` + req + ` WHERE id IN (SELECT id FROM ` + req + ` ORDER BY random() LIMIT 3) RETURNING *)
+INSERT INTO ` + proc + ` (created_at, uuid, job_class, parameters, source, concurrency_key, job_request_uuid) SELECT now(), gen_random_uuid(), job_class, parameters, source, concurrency_key, uuid FROM m`
+		finish := `DELETE FROM ` + proc + ` WHERE id IN (SELECT id FROM ` + proc + ` ORDER BY random() LIMIT 2) RETURNING job_class, concurrency_key`
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, err := conn.Exec(context.Background(), move); err != nil {
+				errs <- fmt.Errorf("move: %w", err)
+				return
+			}
+			rows, err := conn.Query(context.Background(), finish)
+			if err != nil {
+				errs <- fmt.Errorf("finish: %w", err)
+				return
+			}
+			for rows.Next() {
+				var class, key string
+				if err := rows.Scan(&class, &key); err != nil {
+					errs <- err
+					return
+				}
+				finished[[2]string{class, key}]++
+			}
+			rows.Close()
+		}
+	}()
+
+	observer := testdb.Connect(t, q.url)
+	check := func(when string) {
+		t.Helper()
+		keyed, classes, keyless := q.activeCounts(t, observer)
+		for g, lim := range keyedLimit {
+			if keyed[g] > lim {
+				t.Fatalf("%s: group %s has %d active jobs, limit %d", when, layout.GroupName(g[0], g[1]), keyed[g], lim)
+			}
+		}
+		for class, lim := range classLimit {
+			if keyless[class] > lim {
+				t.Fatalf("%s: class %s has %d active keyless jobs, class-wide limit %d", when, class, keyless[class], lim)
+			}
+			if class == "hammer.B" && classes[class] > lim {
+				t.Fatalf("%s: class %s has %d active jobs, class-wide limit %d", when, class, classes[class], lim)
+			}
+		}
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	checks := 0
+loop:
+	for {
+		select {
+		case when := <-admitted:
+			check("after " + when)
+			checks++
+		case err := <-errs:
+			t.Fatal(err)
+		case <-done:
+			break loop
+		}
+	}
+	for len(admitted) > 0 {
+		check("after " + <-admitted)
+		checks++
+	}
+	close(stop)
+	side.Wait()
+	select {
+	case err := <-errs:
+		t.Fatal(err)
+	default:
+	}
+	check("at the end")
+
+	// Final state: every admitted job is active or was finished by the worker.
+	keyed, _, keyless := q.activeCounts(t, observer)
+	total := 0
+	for g, n := range inserted {
+		total += n
+		present := keyed[g]
+		if g[1] == "" {
+			present = keyless[g[0]]
+		}
+		if present+finished[g] != n {
+			t.Errorf("group %s: admitted %d, but %d active + %d finished", layout.GroupName(g[0], g[1]), n, present, finished[g])
+		}
+	}
+	if inserted[[2]string{"hammer.A", "k0"}] != 0 {
+		t.Errorf("limit 0 admitted %d jobs", inserted[[2]string{"hammer.A", "k0"}])
+	}
+	if checks != workers*attempts || skipped == 0 || total == 0 {
+		t.Fatalf("checks %d, admitted %d, skipped %d: the hammer did not exercise both outcomes", checks, total, skipped)
+	}
+	t.Logf("%d attempts, %d jobs admitted, %d skipped, %d checks", workers*attempts, total, skipped, checks)
+}
+
+// activeCounts counts active jobs by group, by class, and keyless by class.
+func (q *queue) activeCounts(t *testing.T, conn *pgx.Conn) (keyed map[[2]string]int, classes, keyless map[string]int) {
+	t.Helper()
+	rows, err := conn.Query(context.Background(), `SELECT job_class, concurrency_key, count(*) FROM (
+    SELECT job_class, concurrency_key FROM `+q.l.Table(q.l.RequestsTable)+`
+    UNION ALL SELECT job_class, concurrency_key FROM `+q.l.Table(q.l.ProcessesTable)+`) a GROUP BY 1, 2`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	keyed, classes, keyless = map[[2]string]int{}, map[string]int{}, map[string]int{}
+	for rows.Next() {
+		var class, key string
+		var n int
+		if err := rows.Scan(&class, &key, &n); err != nil {
+			t.Fatal(err)
+		}
+		keyed[[2]string{class, key}] += n
+		classes[class] += n
+		if key == "" {
+			keyless[class] += n
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return keyed, classes, keyless
+}
