@@ -199,11 +199,12 @@ func newRunner(ctx context.Context, url string, l layout.Layout, opts Options) (
 	return r, nil
 }
 
+func (r *runner) lockID() int64 { return lockid.For("migrate-unique", r.l.Schema+"/"+layoutID(r.l)) }
+
 // lock takes the layout's run lock (a session advisory lock): no second run.
 func (r *runner) lock(ctx context.Context) error {
 	var ok bool
-	id := lockid.For("migrate-unique", r.l.Schema+"/"+layoutID(r.l))
-	if err := r.conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", id).Scan(&ok); err != nil {
+	if err := r.conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", r.lockID()).Scan(&ok); err != nil {
 		return fmt.Errorf("take the run lock: %w", err)
 	}
 	if !ok {
@@ -212,8 +213,20 @@ func (r *runner) lock(ctx context.Context) error {
 	return nil
 }
 
+// busy reports, read-only, whether another run holds the layout's run lock.
+func (r *runner) busy(ctx context.Context) (bool, error) {
+	var held bool
+	err := r.conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1
+  AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+  AND classid::bigint = ($1::bigint >> 32) & 4294967295 AND objid::bigint = $1::bigint & 4294967295)`, r.lockID()).Scan(&held)
+	return held, err
+}
+
 func (r *runner) close() {
 	if r.conn != nil {
+		// Unlock before closing: a backend exits asynchronously, and a run
+		// started right after this one must not find the lock still held.
+		_, _ = r.conn.Exec(context.Background(), "SELECT pg_advisory_unlock_all()")
 		_ = r.conn.Close(context.Background())
 	}
 }

@@ -2,6 +2,7 @@ package migrations
 
 import (
 	"context"
+	"fmt"
 	"strings"
 
 	"github.com/migrate-unique/migrate-unique/internal/layout"
@@ -47,8 +48,10 @@ func Plan(ctx context.Context, databaseURL string, l layout.Layout) (*PlanResult
 	}
 	defer r.close()
 	res := &PlanResult{}
-	if err := r.lock(ctx); err != nil {
-		res.Findings = append(res.Findings, Finding{Fatal: true, Message: err.Error()})
+	if busy, err := r.busy(ctx); err != nil {
+		return nil, fmt.Errorf("read the run lock: %w", err)
+	} else if busy {
+		res.Findings = append(res.Findings, Finding{Fatal: true, Message: ErrBusy.Error()})
 	}
 	in, findings, err := r.preflight(ctx, "up")
 	if pe, ok := err.(*PreflightError); ok {
