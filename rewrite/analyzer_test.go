@@ -3,7 +3,10 @@ package rewrite_test
 import (
 	"bytes"
 	"context"
+	"errors"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -129,4 +132,56 @@ func equalMaps(a, b map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// TestGeneratedMockNeedsRegenerating: a generated mock used as a job stops
+// implementing the rewritten interface until it is regenerated. Plan
+// refuses, naming the error; with AllowTypeErrors it lists the errors, and
+// the module builds once the mock is regenerated.
+func TestGeneratedMockNeedsRegenerating(t *testing.T) {
+	ctx := context.Background()
+	m := extract(t, "mockused.txtar")
+	a, err := analyzer.New(analyzer.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := m.snapshot(t)
+	_, err = rewrite.Plan(ctx, m.options(a))
+	var ve *rewrite.VerifyError
+	if !errors.As(err, &ve) || !strings.Contains(err.Error(), "MockJob") {
+		t.Fatalf("Plan: %v, want a VerifyError about MockJob", err)
+	}
+	m.checkUnchanged(t, before)
+
+	opts := m.options(a)
+	opts.AllowTypeErrors = true
+	res, err := rewrite.Plan(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.TypeErrors) == 0 || !strings.Contains(strings.Join(res.TypeErrors, "\n"), "MockJob") {
+		t.Fatalf("TypeErrors = %q, want the mock's", res.TypeErrors)
+	}
+	var summary bytes.Buffer
+	res.Summary(&summary, nil)
+	if !strings.Contains(summary.String(), "does not type-check") || !strings.Contains(summary.String(), "[generated]") {
+		t.Errorf("summary does not list the type errors and the generated file:\n%s", summary.String())
+	}
+	if len(res.Files) != 1 || !strings.HasSuffix(res.Files[0].Path, "jobs/jobs.go") {
+		t.Fatalf("changes %d files, want jobs/jobs.go only", len(res.Files))
+	}
+	if err := res.Write(); err != nil {
+		t.Fatal(err)
+	}
+	for p, content := range m.regenerated {
+		if err := os.WriteFile(filepath.Join(m.root, p), content, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m.goRun(t, "vet", "./...")
+	m.goRun(t, "test", "./...")
+	again, err := rewrite.Plan(ctx, m.options(a))
+	if err != nil || len(again.Files) != 0 {
+		t.Fatalf("second run: %v, %d files", err, len(again.Files))
+	}
 }

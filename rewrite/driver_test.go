@@ -90,6 +90,9 @@ type module struct {
 	want      map[string][]byte // path relative to root -> expected content
 	changes   []string          // the comment's "changes:" line: files the rewrite changes
 	human     []string          // the comment's "human:" line: categories left for a human
+	// regenerated holds generated files as their generator writes them
+	// after the rewrite.
+	regenerated map[string][]byte
 }
 
 func extract(t *testing.T, name string) *module {
@@ -98,7 +101,7 @@ func extract(t *testing.T, name string) *module {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := &module{root: t.TempDir(), want: map[string][]byte{}}
+	m := &module{root: t.TempDir(), want: map[string][]byte{}, regenerated: map[string][]byte{}}
 	m.dir = filepath.Join(m.root, "mod")
 	for _, line := range strings.Split(string(ar.Comment), "\n") {
 		if rest, ok := strings.CutPrefix(line, "changes:"); ok {
@@ -113,6 +116,10 @@ func extract(t *testing.T, name string) *module {
 	for _, f := range ar.Files {
 		if rest, ok := strings.CutPrefix(f.Name, "want/"); ok {
 			m.want[rest] = f.Data
+			continue
+		}
+		if rest, ok := strings.CutPrefix(f.Name, "regenerated/"); ok {
+			m.regenerated[rest] = f.Data
 			continue
 		}
 		p := filepath.Join(m.root, f.Name)
@@ -223,6 +230,18 @@ func TestRewriteWholeModule(t *testing.T) {
 			}
 			if len(res.Files) != len(want) {
 				t.Errorf("plan changes %d files, want %d", len(res.Files), len(want))
+			}
+			notLoaded := 0
+			for _, f := range res.Findings {
+				if f.Category == rewrite.CategoryNotLoaded {
+					notLoaded++
+					if !strings.HasSuffix(f.Position.Filename, "jobs/tagged.go") || f.Position.Line != 8 {
+						t.Errorf("not-loaded finding at %s, want jobs/tagged.go:8", f.Position)
+					}
+				}
+			}
+			if want := len(tc.skipWant); notLoaded != want {
+				t.Errorf("%d not-loaded findings, want %d", notLoaded, want)
 			}
 			var diff bytes.Buffer
 			if err := res.Diff(&diff); err != nil {

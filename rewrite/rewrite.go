@@ -34,7 +34,18 @@ type Options struct {
 	Tags []string
 	// Env is the environment of the go command; nil means the process's.
 	Env []string
+	// AllowTypeErrors lets Plan succeed when the rewritten module does not
+	// type-check, listing the errors in Result.TypeErrors instead of
+	// refusing: for modules whose generated files (mocks) must be
+	// regenerated from the rewritten interfaces before they build again.
+	AllowTypeErrors bool
 }
+
+// CategoryNotLoaded is the category of a finding rewrite adds itself: a
+// file of the main module that no load included (its build constraints
+// exclude it under every tag set) and that mentions UniqueKey or
+// unique_key, so it may need migrating.
+const CategoryNotLoaded = "not-loaded"
 
 // Finding is one diagnostic of the analyzer, reported once however many
 // packages, test variants and tag sets saw it.
@@ -71,6 +82,9 @@ type Result struct {
 	Files []FileChange
 	// Findings are every finding, sorted by position.
 	Findings []Finding
+	// TypeErrors are the type errors of the rewritten module, only ever
+	// set with Options.AllowTypeErrors.
+	TypeErrors []string
 }
 
 // Plan loads the module, runs the analyzer over it, merges and formats the
@@ -87,11 +101,15 @@ func Plan(ctx context.Context, opts Options) (*Result, error) {
 	}
 	tagSets := append([]string{""}, opts.Tags...)
 
-	p := &planner{files: map[string]*fileEdits{}, findings: map[findingKey]*Finding{}}
+	p := &planner{files: map[string]*fileEdits{}, findings: map[findingKey]*Finding{},
+		loaded: map[string]bool{}, ignored: map[string]bool{}}
 	for _, tags := range tagSets {
 		if err := p.analyze(ctx, opts, patterns, tags); err != nil {
 			return nil, err
 		}
+	}
+	if err := p.reportNotLoaded(opts.Tags); err != nil {
+		return nil, err
 	}
 	res := &Result{Module: p.module, ModuleDir: p.moduleDir}
 	for _, f := range p.findings {
@@ -115,7 +133,13 @@ func Plan(ctx context.Context, opts Options) (*Result, error) {
 	}
 	if len(res.Files) > 0 {
 		for _, tags := range tagSets {
-			if err := verify(ctx, opts, patterns, tags, res.Files); err != nil {
+			err := verify(ctx, opts, patterns, tags, res.Files)
+			var ve *VerifyError
+			if opts.AllowTypeErrors && errors.As(err, &ve) {
+				res.TypeErrors = append(res.TypeErrors, ve.Problems...)
+				continue
+			}
+			if err != nil {
 				return nil, err
 			}
 		}
@@ -128,6 +152,9 @@ type planner struct {
 	module, moduleDir string
 	files             map[string]*fileEdits
 	findings          map[findingKey]*Finding
+	// loaded and ignored are the main module's files some load compiled,
+	// and those a load left out for their build constraints.
+	loaded, ignored map[string]bool
 }
 
 type findingKey struct {
@@ -175,6 +202,10 @@ func (p *planner) analyze(ctx context.Context, opts Options, patterns []string, 
 		if pkg.Module != nil && pkg.Module.Main {
 			for _, f := range pkg.CompiledGoFiles {
 				own[f] = true
+				p.loaded[f] = true
+			}
+			for _, f := range pkg.IgnoredFiles {
+				p.ignored[f] = true
 			}
 		}
 	})
@@ -193,6 +224,36 @@ func (p *planner) analyze(ctx context.Context, opts Options, patterns []string, 
 				return err
 			}
 		}
+	}
+	return nil
+}
+
+// reportNotLoaded adds a finding for each Go file of the main module that
+// every load left out and that mentions the legacy API: no fix can reach it.
+func (p *planner) reportNotLoaded(tags []string) error {
+	for f := range p.ignored {
+		if p.loaded[f] || filepath.Ext(f) != ".go" {
+			continue
+		}
+		content, err := os.ReadFile(f)
+		if err != nil {
+			return fmt.Errorf("read %s: %w", f, err)
+		}
+		i := bytes.Index(content, []byte("UniqueKey"))
+		if i < 0 {
+			i = bytes.Index(content, []byte("unique_key"))
+		}
+		if i < 0 {
+			continue
+		}
+		pos := token.Position{Filename: f, Offset: i, Line: bytes.Count(content[:i], []byte("\n")) + 1}
+		pos.Column = i - (bytes.LastIndexByte(content[:i], '\n') + 1) + 1
+		loads := "without tags"
+		if len(tags) > 0 {
+			loads += " and with -tags " + strings.Join(tags, ", -tags ")
+		}
+		msg := "its build constraints exclude it from every load (" + loads + ") and it mentions the legacy API: add a -tags list that includes it, or migrate it by hand"
+		p.findings[findingKey{file: f, category: CategoryNotLoaded}] = &Finding{Position: pos, Category: CategoryNotLoaded, Message: msg}
 	}
 	return nil
 }

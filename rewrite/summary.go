@@ -45,6 +45,12 @@ func (r *Result) Summary(w io.Writer, title func(category string) string) error 
 			fmt.Fprintf(bw, "\t%s: [%s] %s\n", r.position(f), title(f.Category), f.Message)
 		}
 	}
+	if len(r.TypeErrors) > 0 {
+		fmt.Fprintf(bw, "the rewritten module does not type-check until these are fixed (regenerate generated files first): %d\n", len(r.TypeErrors))
+		for _, e := range r.TypeErrors {
+			fmt.Fprintf(bw, "\t%s\n", e)
+		}
+	}
 	return bw.Flush()
 }
 

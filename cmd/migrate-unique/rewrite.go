@@ -21,7 +21,7 @@ func (l *listFlag) Set(v string) error {
 	return nil
 }
 
-const rewriteUsage = `rewrite [-diff | -w] [-interface importpath.Name]... [-rename importpath.Old=New]... [-tags list]... [packages]
+const rewriteUsage = `rewrite [-diff | -w] [-interface importpath.Name]... [-rename importpath.Old=New]... [-tags list]... [-allow-type-errors] [packages]
 
 Migrates the job code of the module in the current directory in one step:
 UniqueKey becomes ConcurrencyKey plus ConcurrencyLimit on every job type,
@@ -42,6 +42,7 @@ func runRewrite(ctx context.Context, e *env, args []string) error {
 	fs.Var(&interfaces, "interface", "legacy job interface as `importpath.Name` (repeatable); replaces the default detection (interfaces with UniqueKey() string and Run, Perform, Execute, Handle, Process, Work or Do)")
 	fs.Var(&renames, "rename", "rename an option function or sentinel error, `importpath.Old=New` (repeatable)")
 	fs.Var(&tags, "tags", "comma-separated build tags: one more `list` to load the module with (repeatable, one load each, besides the load without tags)")
+	allowTypeErrors := fs.Bool("allow-type-errors", false, "write (or diff) even when the rewritten module does not type-check, listing the errors: for generated mocks you regenerate right after")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -63,7 +64,7 @@ func runRewrite(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return &exitError{code: 2, err: err}
 	}
-	res, err := rewrite.Plan(ctx, rewrite.Options{Analyzer: a, Patterns: fs.Args(), Tags: tags})
+	res, err := rewrite.Plan(ctx, rewrite.Options{Analyzer: a, Patterns: fs.Args(), Tags: tags, AllowTypeErrors: *allowTypeErrors})
 	if err != nil {
 		return &exitError{code: 2, err: err}
 	}
@@ -114,6 +115,8 @@ func rewriteTitle(category string) string {
 		return "external interface"
 	case analyzer.CodeDirective:
 		return "directive without a reason"
+	case rewrite.CategoryNotLoaded:
+		return "file excluded by build constraints"
 	}
 	return category
 }
