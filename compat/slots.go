@@ -148,25 +148,46 @@ func (s *Slots) Acquire(ctx context.Context, group string, limit int, jobID, wor
 	if strings.ContainsRune(jobID, 0) || strings.ContainsRune(workerID, 0) {
 		return Lease{}, false, fmt.Errorf("%w: job id %q or worker id %q contains a NUL byte", ErrSlotArgument, jobID, workerID)
 	}
-	var firstWait *time.Time
-	l = Lease{Group: group, JobID: jobID, WorkerID: workerID}
-	err = s.db.QueryRow(ctx, s.acquireSQL(), group, limit, jobID, workerID, lease.Microseconds()).
-		Scan(&l.Slot, &l.Token, &l.AcquiredAt, &l.ExpiresAt, &l.Limit, &firstWait)
-	switch {
-	case errors.Is(err, ErrNoRows):
-		s.metrics.acquisition(ctx, "busy")
-		s.log.DebugContext(ctx, "slot busy", "group", group, "job_id", jobID)
-		return Lease{}, false, nil
-	case err != nil:
-		return Lease{}, false, fmt.Errorf("acquire a slot of group %q: %w", group, err)
+	for range maxAcquireRounds {
+		var (
+			slot              *int
+			token             *int64
+			acquired, expires *time.Time
+			firstWait         *time.Time
+			effective         int
+			raced             *bool
+		)
+		err = s.db.QueryRow(ctx, s.acquireSQL(), group, limit, jobID, workerID, lease.Microseconds()).
+			Scan(&slot, &token, &acquired, &expires, &effective, &firstWait, &raced)
+		if err != nil {
+			return Lease{}, false, fmt.Errorf("acquire a slot of group %q: %w", group, err)
+		}
+		if slot == nil {
+			if raced != nil && *raced {
+				// A concurrent acquirer created the slot row this one
+				// tried to create, and other slots were missing: try again
+				// with a fresh snapshot rather than report a false busy.
+				continue
+			}
+			break
+		}
+		l = Lease{Group: group, Slot: *slot, Token: *token, JobID: jobID, WorkerID: workerID,
+			AcquiredAt: *acquired, ExpiresAt: *expires, Limit: effective}
+		if firstWait != nil && l.AcquiredAt.After(*firstWait) {
+			l.Waited = l.AcquiredAt.Sub(*firstWait)
+		}
+		s.metrics.acquisition(ctx, "acquired")
+		s.metrics.waited(ctx, l.Waited)
+		return l, true, nil
 	}
-	if firstWait != nil && l.AcquiredAt.After(*firstWait) {
-		l.Waited = l.AcquiredAt.Sub(*firstWait)
-	}
-	s.metrics.acquisition(ctx, "acquired")
-	s.metrics.waited(ctx, l.Waited)
-	return l, true, nil
+	s.metrics.acquisition(ctx, "busy")
+	s.log.DebugContext(ctx, "slot busy", "group", group, "job_id", jobID)
+	return Lease{}, false, nil
 }
+
+// maxAcquireRounds bounds the statement's retries after losing the race to
+// create a missing slot row; each retry sees the rows created meanwhile.
+const maxAcquireRounds = 8
 
 // acquireSQL is the acquisition statement. free locks the lowest free or
 // expired slot row below the limit, skipping rows another session is
@@ -174,7 +195,9 @@ func (s *Slots) Acquire(ctx context.Context, group string, limit int, jobID, wor
 // queueing on one); FOR UPDATE re-checks the row's latest version after the
 // lock, so a slot taken meanwhile is never taken twice. When no row is free,
 // fresh inserts the lowest missing slot below the limit; a concurrent insert
-// of the same slot makes it do nothing (busy), never a second holder. The
+// of the same slot makes it do nothing, never a second holder (the last
+// column then tells Acquire that a missing slot existed, and it runs the
+// statement again with a fresh snapshot instead of reporting busy). The
 // primary key (group_name, slot) and slot < limit bound the unexpired
 // leases by the limit.
 func (s *Slots) acquireSQL() string {
@@ -207,8 +230,12 @@ func (s *Slots) acquireSQL() string {
     DELETE FROM ` + resched + ` r WHERE r.job_id = $3 AND EXISTS (SELECT FROM won)
     RETURNING r.first_at
 )
-SELECT won.slot, won.token, won.acquired_at, won.expires_at, lim.n, (SELECT min(first_at) FROM waited)
-FROM won, lim`
+SELECT won.slot, won.token, won.acquired_at, won.expires_at, lim.n, (SELECT min(first_at) FROM waited),
+    CASE WHEN won.slot IS NULL THEN EXISTS (
+        SELECT FROM generate_series(0, lim.n - 1) AS g(slot)
+        WHERE NOT EXISTS (SELECT FROM ` + slots + ` s WHERE s.group_name = $1 AND s.slot = g.slot)
+    ) END
+FROM lim LEFT JOIN won ON true`
 }
 
 // Extend moves the lease's expiry to now + d, only while its token is

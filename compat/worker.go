@@ -73,7 +73,7 @@ func (w *Worker) Run(ctx context.Context, group string, limit int, jobID string,
 	if err != nil || !ok {
 		return false, err
 	}
-	jobCtx, cancel := context.WithCancelCause(ctx)
+	jobCtx, cancel := context.WithCancelCause(context.WithValue(ctx, leaseKey{}, l))
 	defer cancel(nil)
 
 	stop := make(chan struct{})
@@ -143,6 +143,16 @@ func (w *Worker) keep(ctx context.Context, l Lease, start time.Time, stop <-chan
 			}
 		}
 	}
+}
+
+type leaseKey struct{}
+
+// LeaseFrom returns the lease of the job running under Worker.Run with ctx,
+// as it was acquired (later extensions move only its expiry). Job code can
+// use its Token to fence its own writes.
+func LeaseFrom(ctx context.Context) (Lease, bool) {
+	l, ok := ctx.Value(leaseKey{}).(Lease)
+	return l, ok
 }
 
 // runGuarded calls fn and turns a panic into a *PanicError.
