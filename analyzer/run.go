@@ -236,7 +236,7 @@ func (p *pass) planInterfaces() {
 		case !local:
 			p.report(spec.Name, spec.Name, CodeExternal, fmt.Sprintf(
 				"job interface %s gets UniqueKey from %s, declared in another package: migrate that interface by hand",
-				j.obj.Name(), types.TypeString(recvOrOwner(m), types.RelativeTo(p.Pkg))), nil)
+				j.obj.Name(), types.TypeString(recvOrOwner(m), p.qualify)), nil)
 			continue
 		case hasMember(j.obj.Type(), p.Pkg, keyName) || hasMember(j.obj.Type(), p.Pkg, limitName):
 			p.report(im.field, im.field, CodeClash, fmt.Sprintf(
@@ -377,7 +377,7 @@ func (p *pass) planJobType(tn *types.TypeName, named *types.Named, impl []*jobIf
 	pointer := types.NewMethodSet(named).Lookup(p.Pkg, legacyName) == nil
 	p.report(td.spec.Name, td.spec.Name, CodeJobType, fmt.Sprintf(
 		"job type %s promotes UniqueKey from %s: add ConcurrencyKey and ConcurrencyLimit delegating to it",
-		tn.Name(), types.TypeString(recvOrOwner(fn), types.RelativeTo(p.Pkg))), p.delegateFix(td, pointer))
+		tn.Name(), types.TypeString(recvOrOwner(fn), p.qualify)), p.delegateFix(td, pointer))
 }
 
 // receiverTypeName is the base type name of a method's receiver.
@@ -464,4 +464,13 @@ func receiverNameFor(typeName string, taken map[string]bool) string {
 		name = "recv"
 	}
 	return name
+}
+
+// qualify names other packages by their name in messages (jobs.Job, not
+// example.com/app/jobs.Job) and this package not at all.
+func (p *pass) qualify(pkg *types.Package) string {
+	if pkg == p.Pkg {
+		return ""
+	}
+	return pkg.Name()
 }

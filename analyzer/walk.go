@@ -73,7 +73,7 @@ func (p *pass) callSite(x *ast.SelectorExpr) {
 	case types.MethodExpr:
 		what = "method expression"
 	}
-	p.report(x.Sel, x.Sel, CodeCallSite, what+" "+types.TypeString(sel.Recv(), types.RelativeTo(p.Pkg))+".UniqueKey: now ConcurrencyKey",
+	p.report(x.Sel, x.Sel, CodeCallSite, what+" "+types.TypeString(sel.Recv(), p.qualify)+".UniqueKey: now ConcurrencyKey",
 		&analysis.SuggestedFix{
 			Message:   "Rename UniqueKey to ConcurrencyKey",
 			TextEdits: []analysis.TextEdit{{Pos: x.Sel.Pos(), End: x.Sel.End(), NewText: []byte(keyName)}},

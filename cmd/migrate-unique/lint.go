@@ -1,14 +1,221 @@
 package main
 
-import "context"
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"golang.org/x/tools/go/analysis"
+	"golang.org/x/tools/go/analysis/checker"
+	"golang.org/x/tools/go/analysis/unitchecker"
+	"golang.org/x/tools/go/packages"
+
+	"github.com/migrate-unique/migrate-unique/analyzer"
+)
 
 // Owned by the analyzer issue: lint, and the go vet / go fix tool protocol.
 
 // vetToolProtocol reports whether the go command invoked this binary as a
-// -vettool or -fixtool (-V=full, -flags, or a .cfg argument).
-func vetToolProtocol(args []string) bool { return false }
+// -vettool or -fixtool (-V=full, -flags, or a .cfg argument). It looks at the
+// raw arguments, before any flag parsing, and never claims a command line
+// that starts with one of this binary's commands.
+func vetToolProtocol(args []string) bool {
+	if len(args) == 0 {
+		return false
+	}
+	for _, c := range commands {
+		if args[0] == c.name {
+			return false
+		}
+	}
+	for _, a := range args {
+		if a == "-flags" || a == "--flags" || a == "-V" || strings.HasPrefix(a, "-V=") || strings.HasPrefix(a, "--V=") {
+			return true
+		}
+	}
+	return strings.HasSuffix(args[len(args)-1], ".cfg")
+}
 
-// runVetTool hands the process to the unitchecker driver.
-func runVetTool() {}
+// runVetTool hands the process to the unitchecker driver, which speaks the
+// go command's protocol and exits.
+func runVetTool() {
+	unitchecker.Main(analyzer.Analyzer)
+}
 
-func runLint(ctx context.Context, e *env, args []string) error { return errNotImplemented }
+// lintFinding is one finding of the lint command, as -json prints it.
+type lintFinding struct {
+	Package string `json:"package"`
+	File    string `json:"file"`
+	Line    int    `json:"line"`
+	Column  int    `json:"column"`
+	Code    string `json:"code"`
+	Fixable bool   `json:"fixable"`
+	Message string `json:"message"`
+}
+
+const lintUsage = `lint [-json] [-interface importpath.Name] [-rename importpath.Old=New] [-tags tags] [-test=false] packages
+
+Reports legacy unique-key job code in the packages (default ./...). Exit
+status: 0 no findings, 1 findings, 2 bad usage or packages that do not load.
+Finding codes:
+` // the codes are appended by lintHelp
+
+func lintHelp() string {
+	var b strings.Builder
+	b.WriteString(lintUsage)
+	for _, c := range analyzer.Codes {
+		fmt.Fprintf(&b, "  %-17s %s\n", c, c.Describe())
+	}
+	return strings.TrimRight(b.String(), "\n")
+}
+
+func runLint(ctx context.Context, e *env, args []string) error {
+	fs := newFlagSet(e, "lint", lintHelp())
+	asJSON := fs.Bool("json", false, "print findings as a JSON array")
+	tags := fs.String("tags", "", "comma-separated build tags to load the packages with")
+	tests := fs.Bool("test", true, "also analyse test files")
+	var cfg analyzer.Config
+	fs.Func("interface", "legacy job interface as importpath.Name (repeatable); replaces the default detection", func(v string) error {
+		for _, name := range strings.Split(v, ",") {
+			if name = strings.TrimSpace(name); name != "" {
+				cfg.Interfaces = append(cfg.Interfaces, name)
+			}
+		}
+		return nil
+	})
+	fs.Func("rename", "rename importpath.Old=New, an option function or sentinel error (repeatable)", func(v string) error {
+		for _, pair := range strings.Split(v, ",") {
+			if pair = strings.TrimSpace(pair); pair == "" {
+				continue
+			}
+			old, new, ok := strings.Cut(pair, "=")
+			if !ok {
+				return fmt.Errorf("%q: want importpath.Old=New", pair)
+			}
+			if cfg.Renames == nil {
+				cfg.Renames = map[string]string{}
+			}
+			cfg.Renames[strings.TrimSpace(old)] = strings.TrimSpace(new)
+		}
+		return nil
+	})
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return &exitError{code: 2}
+	}
+	a, err := analyzer.New(cfg)
+	if err != nil {
+		return &exitError{code: 2, err: err}
+	}
+	patterns := fs.Args()
+	if len(patterns) == 0 {
+		patterns = []string{"./..."}
+	}
+	findings, err := lint(ctx, a, *tags, *tests, patterns)
+	if err != nil {
+		return &exitError{code: 2, err: err}
+	}
+	if *asJSON {
+		enc := json.NewEncoder(e.stdout)
+		enc.SetIndent("", "  ")
+		if findings == nil {
+			findings = []lintFinding{}
+		}
+		if err := enc.Encode(findings); err != nil {
+			return err
+		}
+	} else {
+		fixable := 0
+		for _, f := range findings {
+			fmt.Fprintf(e.stdout, "%s:%d:%d: [%s] %s\n", f.File, f.Line, f.Column, f.Code, f.Message)
+			if f.Fixable {
+				fixable++
+			}
+		}
+		if len(findings) > 0 {
+			fmt.Fprintf(e.stderr, "%d findings, %d with a fix (apply them with 'migrate-unique rewrite -w' or 'go fix -fixtool')\n", len(findings), fixable)
+		}
+	}
+	if len(findings) > 0 {
+		return &exitError{code: 1}
+	}
+	return nil
+}
+
+// lint loads the packages and returns the analyzer's findings on them,
+// each once (a package and its test variant share files), in file order.
+func lint(ctx context.Context, a *analysis.Analyzer, tags string, tests bool, patterns []string) ([]lintFinding, error) {
+	cfg := &packages.Config{
+		Context: ctx,
+		Mode: packages.NeedName | packages.NeedFiles | packages.NeedCompiledGoFiles | packages.NeedImports |
+			packages.NeedTypes | packages.NeedTypesSizes | packages.NeedSyntax | packages.NeedTypesInfo |
+			packages.NeedDeps | packages.NeedModule,
+		Tests: tests,
+	}
+	if tags != "" {
+		cfg.BuildFlags = []string{"-tags=" + tags}
+	}
+	pkgs, err := packages.Load(cfg, patterns...)
+	if err != nil {
+		return nil, fmt.Errorf("load %s: %w", strings.Join(patterns, " "), err)
+	}
+	var loadErrs []string
+	packages.Visit(pkgs, nil, func(p *packages.Package) {
+		for _, err := range p.Errors {
+			loadErrs = append(loadErrs, err.Error())
+		}
+	})
+	if len(loadErrs) > 0 {
+		return nil, fmt.Errorf("packages do not load (fix the build first):\n\t%s", strings.Join(loadErrs, "\n\t"))
+	}
+	if len(pkgs) == 0 {
+		return nil, fmt.Errorf("no packages match %s", strings.Join(patterns, " "))
+	}
+	graph, err := checker.Analyze([]*analysis.Analyzer{a}, pkgs, nil)
+	if err != nil {
+		return nil, err
+	}
+	wd, _ := os.Getwd()
+	seen := map[string]bool{}
+	var findings []lintFinding
+	for _, act := range graph.Roots {
+		if act.Err != nil {
+			return nil, fmt.Errorf("analyse %s: %w", act.Package.PkgPath, act.Err)
+		}
+		for _, d := range act.Diagnostics {
+			pos := act.Package.Fset.Position(d.Pos)
+			key := fmt.Sprintf("%s:%d:%d:%s", pos.Filename, pos.Line, pos.Column, d.Message)
+			if seen[key] {
+				continue
+			}
+			seen[key] = true
+			file := pos.Filename
+			if rel, err := filepath.Rel(wd, file); err == nil && !strings.HasPrefix(rel, "..") {
+				file = rel
+			}
+			findings = append(findings, lintFinding{
+				Package: strings.TrimSuffix(act.Package.PkgPath, "_test"),
+				File:    file, Line: pos.Line, Column: pos.Column,
+				Code: d.Category, Fixable: len(d.SuggestedFixes) > 0, Message: d.Message,
+			})
+		}
+	}
+	sort.SliceStable(findings, func(i, j int) bool {
+		if findings[i].File != findings[j].File {
+			return findings[i].File < findings[j].File
+		}
+		if findings[i].Line != findings[j].Line {
+			return findings[i].Line < findings[j].Line
+		}
+		return findings[i].Column < findings[j].Column
+	})
+	return findings, nil
+}

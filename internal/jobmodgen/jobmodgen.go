@@ -55,7 +55,8 @@ func Generate(dir string, packages, jobs int) (Stats, error) {
 	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
 		return Stats{}, fmt.Errorf("jobmodgen: %s is not empty", dir)
 	}
-	st := Stats{Packages: packages, JobTypes: jobs, Interfaces: 1}
+	// queue.Enqueue calls Job.UniqueKey once.
+	st := Stats{Packages: packages, JobTypes: jobs, Interfaces: 1, CallSites: 1}
 	files := map[string][]byte{
 		"go.mod":         []byte("module " + Module + "\n\ngo 1.24\n"),
 		"queue/queue.go": []byte(queueSource),
