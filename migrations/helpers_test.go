@@ -102,3 +102,13 @@ func (s snapshot) diff(o snapshot) string {
 	}
 	return b.String()
 }
+
+// contains reports whether s contains every one of parts.
+func contains(s string, parts ...string) bool {
+	for _, p := range parts {
+		if !strings.Contains(s, p) {
+			return false
+		}
+	}
+	return true
+}
