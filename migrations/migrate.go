@@ -172,7 +172,7 @@ type runner struct {
 func connect(ctx context.Context, url string) (*pgx.Conn, error) {
 	cfg, err := pgx.ParseConfig(url)
 	if err != nil {
-		return nil, pgurl.RedactError(url, fmt.Errorf("parse the database URL %s: %w (expected postgres://user@host:5432/dbname)", pgurl.Redact(url), err))
+		return nil, pgurl.RedactError(url, fmt.Errorf("parse the database URL: %w (expected postgres://user@host:5432/dbname)", err))
 	}
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
