@@ -1,0 +1,150 @@
+package main
+
+import (
+	"context"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/migrate-unique/migrate-unique/internal/testdb"
+	"github.com/migrate-unique/migrate-unique/testdata/legacy"
+)
+
+func plainJobsDB(t *testing.T) string {
+	t.Helper()
+	return testdb.New(t, testdb.FromTemplate(legacy.PlainJobs.Key(200), func(ctx context.Context, url string) error {
+		return legacy.PlainJobs.LoadURL(ctx, url, 200)
+	}))
+}
+
+// withPassword adds a password to a trust-authenticated URL: the server
+// ignores it, so every command must work and never print it.
+func withPassword(t *testing.T, raw string) string {
+	t.Helper()
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.UserPassword(u.User.Username(), "Sup3rS3cretPw")
+	return u.String()
+}
+
+func TestMigrationCommandsEndToEnd(t *testing.T) {
+	db := withPassword(t, plainJobsDB(t))
+	steps := []struct {
+		args []string
+		code int
+		want []string
+	}{
+		{[]string{"status", "--database", db}, 0, []string{"state:    legacy", "key column unique_key", "invalid indexes of ours: none"}},
+		{[]string{"plan", "--database", db}, 0, []string{"state:    legacy", "CREATE TABLE IF NOT EXISTS", "lock:  ACCESS EXCLUSIVE (short)", "rows", "reuses the equivalent index"}},
+		{[]string{"up", "--database", db, "--lock-timeout", "1s", "--max-attempts", "3"}, 0, []string{"step 1/", "cutover", "up: legacy -> migrated", "longest lock"}},
+		{[]string{"up", "--database", db}, 0, []string{"already migrated"}},
+		{[]string{"status", "--database", db}, 0, []string{"state:    migrated", "key column concurrency_key", "saved:    CREATE UNIQUE INDEX plainjobs_jobrequest_unique_job_class_key"}},
+		{[]string{"plan", "--database", db}, 0, []string{"already migrated"}},
+		{[]string{"down", "--database", db}, 0, []string{"rebuild unique rule", "down: migrated -> legacy"}},
+		{[]string{"status", "--database", db}, 0, []string{"state:    legacy"}},
+	}
+	for _, s := range steps {
+		code, out, errOut := runCLI(t, s.args...)
+		if code != s.code {
+			t.Fatalf("%v: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", s.args[0], code, s.code, out, errOut)
+		}
+		for _, w := range s.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("%v: stdout lacks %q:\n%s", s.args[0], w, out)
+			}
+		}
+		if strings.Contains(out+errOut, "Sup3rS3cretPw") {
+			t.Errorf("%v printed the password:\n%s%s", s.args[0], out, errOut)
+		}
+	}
+}
+
+func TestMigrationCommandsFailClearly(t *testing.T) {
+	db := withPassword(t, plainJobsDB(t))
+	t.Setenv("DATABASE_URL", "")
+	cases := []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"up"}, 2, "no database given"},
+		{[]string{"up", "--database", db, "--lock-timeout", "0s"}, 2, "--lock-timeout 0s: must be positive"},
+		{[]string{"down", "--database", db, "--max-attempts", "0"}, 2, "--max-attempts 0: must be at least 1"},
+		{[]string{"plan", "--database", db, "--jobs-table", "jobs"}, 2, "--active-states"},
+		{[]string{"plan", "--database", db, "--bogus"}, 2, "flag provided but not defined: -bogus"},
+		{[]string{"status", "--database", db, "extra"}, 2, `unexpected argument "extra"`},
+		{[]string{"up", "--database", db, "--requests-table", "nope"}, 1, `table "public"."nope" does not exist`},
+		{[]string{"plan", "--database", db, "--class-column", "kind"}, 1, "up would refuse"},
+		{[]string{"down", "--database", db, "--requests-table", "nope"}, 1, "layout not found"},
+		{[]string{"status", "--database", strings.Replace(db, "127.0.0.1:5432", "127.0.0.1:1", 1)}, 1, "connect to"},
+	}
+	for _, c := range cases {
+		code, out, errOut := runCLI(t, c.args...)
+		if code != c.code || !strings.Contains(errOut, c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit %d and %q", c.args, code, errOut, c.code, c.want)
+		}
+		if strings.Contains(out+errOut, "Sup3rS3cretPw") {
+			t.Errorf("%v printed the password:\n%s%s", c.args, out, errOut)
+		}
+	}
+}
+
+// -h documents every flag of every migration command, and docs/migration.md
+// documents them too.
+func TestMigrationCommandsDocumentEveryFlag(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "migration.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	layoutFlags := []string{"schema", "class-column", "requests-table", "processes-table", "results-table", "jobs-table", "state-column", "active-states"}
+	flags := map[string][]string{
+		"plan":   append([]string{"database"}, layoutFlags...),
+		"status": append([]string{"database"}, layoutFlags...),
+		"up":     append([]string{"database", "lock-timeout", "max-attempts", "long-transaction"}, layoutFlags...),
+		"down":   append([]string{"database", "lock-timeout", "max-attempts", "long-transaction"}, layoutFlags...),
+		"sql":    append([]string{"dir"}, layoutFlags...),
+	}
+	for cmd, fs := range flags {
+		code, _, help := runCLI(t, cmd, "-h")
+		if code != 0 || !strings.Contains(help, "Usage: migrate-unique "+cmd) {
+			t.Errorf("%s -h: exit %d\n%s", cmd, code, help)
+		}
+		for _, f := range fs {
+			if !strings.Contains(help, "  -"+f+" ") {
+				t.Errorf("%s -h does not document -%s:\n%s", cmd, f, help)
+			}
+			if !strings.Contains(string(doc), "--"+f) {
+				t.Errorf("docs/migration.md does not document --%s", f)
+			}
+		}
+	}
+}
+
+func TestSQLWritesTheGolangMigrateFiles(t *testing.T) {
+	dir := t.TempDir()
+	code, out, errOut := runCLI(t, "sql", "--dir", dir)
+	if code != 0 {
+		t.Fatalf("sql: exit %d: %s", code, errOut)
+	}
+	for _, name := range []string{"000001_version_table.up.sql", "000006_cutover.up.sql", "000007_unique_rule.down.sql"} {
+		got, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatalf("%s not written: %v\n%s", name, err, out)
+		}
+		want, err := os.ReadFile(filepath.Join("..", "..", "migrations", "plainjobs", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != string(want) {
+			t.Errorf("sql wrote a %s that differs from migrations/plainjobs", name)
+		}
+	}
+	code, _, errOut = runCLI(t, "sql", "--dir", dir, "--jobs-table", "jobs", "--active-states", "pending,running", "--class-column", "job_type")
+	if code != 0 {
+		t.Fatalf("sql for a single table: exit %d: %s", code, errOut)
+	}
+}
