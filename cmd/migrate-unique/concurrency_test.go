@@ -1,0 +1,167 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/migrate-unique/migrate-unique/compat"
+	"github.com/migrate-unique/migrate-unique/internal/layout"
+	"github.com/migrate-unique/migrate-unique/internal/testdb"
+)
+
+// concurrencyTestDB returns a fresh database holding the runtime tables in
+// schema public, and the slot API on it.
+func concurrencyTestDB(t *testing.T) (string, *compat.Slots) {
+	t.Helper()
+	l := layout.Layout{Schema: "public", RequestsTable: "cli_test_requests"}
+	ddl := l.RuntimeDDL()
+	url := testdb.New(t, testdb.FromTemplate("cmd/concurrency/"+strings.Join(ddl, ";"), func(ctx context.Context, url string) error {
+		conn, err := pgx.Connect(ctx, url)
+		if err != nil {
+			return err
+		}
+		defer conn.Close(context.Background())
+		for _, stmt := range ddl {
+			if _, err := conn.Exec(ctx, stmt); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+	s, err := compat.NewSlots(compat.Pgx(testdb.Connect(t, url)), l, compat.SlotsOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return url, s
+}
+
+func TestConcurrencyCommands(t *testing.T) {
+	t.Parallel()
+	url, s := concurrencyTestDB(t)
+	ctx := t.Context()
+	const g = "Mailer::acct-1"
+	var held []compat.Lease
+	for _, job := range []string{"j1", "j2", "j3"} {
+		l, ok, err := s.Acquire(ctx, g, 3, job, "host-a:41", time.Hour)
+		if err != nil || !ok {
+			t.Fatalf("acquire: %v %v", ok, err)
+		}
+		held = append(held, l)
+	}
+
+	code, out, errOut := runCLI(t, "concurrency", "set", g, "--limit", "1", "--reason", "smtp quota", "--database", url)
+	if code != 0 || !strings.Contains(out, "group Mailer::acct-1: limit 1 (override); 2 holder(s) over the new limit finish their jobs") {
+		t.Fatalf("set: %d %q %q", code, out, errOut)
+	}
+	// The flags may come after the group, too.
+	code, out, errOut = runCLI(t, "concurrency", "status", "--database", url)
+	if code != 0 {
+		t.Fatalf("status: %d %q", code, errOut)
+	}
+	for _, want := range []string{
+		"GROUP", "Mailer::acct-1  1 (override: smtp quota)  3       2",
+		"0     held              j1   host-a:41",
+		"1     held, over limit  j2",
+		"2     held, over limit  j3",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status does not show %q:\n%s", want, out)
+		}
+	}
+	code, out, errOut = runCLI(t, "concurrency", "status", g, "--json", "--database", url)
+	if code != 0 {
+		t.Fatalf("status --json: %d %q", code, errOut)
+	}
+	var doc struct {
+		Groups []compat.GroupStatus `json:"groups"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("status --json is not one JSON object: %v\n%s", err, out)
+	}
+	if len(doc.Groups) != 1 || doc.Groups[0].Limit != 1 || doc.Groups[0].Active != 3 || doc.Groups[0].OverLimit != 2 || doc.Groups[0].Slots[2].JobID != "j3" {
+		t.Fatalf("status --json: %+v", doc)
+	}
+
+	// release needs --force, then frees the slot and fences its holder.
+	code, _, errOut = runCLI(t, "concurrency", "release", g, "2", "--database", url)
+	if code != 2 || !strings.Contains(errOut, "without --force") {
+		t.Fatalf("release without --force: %d %q", code, errOut)
+	}
+	code, out, errOut = runCLI(t, "concurrency", "release", g, "2", "--force", "--database", url)
+	if code != 0 || !strings.Contains(out, "freed slot 2 of group Mailer::acct-1: job j3 on worker host-a:41") {
+		t.Fatalf("release: %d %q %q", code, out, errOut)
+	}
+	if err := s.Release(ctx, held[2]); !errors.Is(err, compat.ErrLeaseLost) {
+		t.Fatalf("the old holder's release after a forced release: %v, want ErrLeaseLost", err)
+	}
+	code, _, errOut = runCLI(t, "concurrency", "release", g, "9", "--force", "--database", url)
+	if code != 2 || !strings.Contains(errOut, `group "Mailer::acct-1" has no slot 9`) {
+		t.Fatalf("release of an unknown slot: %d %q", code, errOut)
+	}
+
+	code, out, _ = runCLI(t, "concurrency", "set", g, "--clear", "--database", url)
+	if code != 0 || !strings.Contains(out, "cleared the override of group Mailer::acct-1") {
+		t.Fatalf("clear: %d %q", code, out)
+	}
+	code, out, _ = runCLI(t, "concurrency", "set", g, "--clear", "--database", url)
+	if code != 0 || !strings.Contains(out, "had no override; nothing changed") {
+		t.Fatalf("second clear: %d %q", code, out)
+	}
+	code, out, _ = runCLI(t, "concurrency", "set", "Export", "--limit", "0", "--database", url)
+	if code != 0 || !strings.Contains(out, "nothing of this group is admitted or started") {
+		t.Fatalf("maintenance switch: %d %q", code, out)
+	}
+	if _, ok, err := s.Acquire(ctx, "Export", 5, "x", "w", time.Minute); ok || err != nil {
+		t.Fatalf("acquire under limit 0: %v %v, want busy", ok, err)
+	}
+}
+
+func TestConcurrencyBadInput(t *testing.T) {
+	t.Parallel()
+	url, _ := concurrencyTestDB(t)
+	empty := testdb.New(t)
+	tests := []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"concurrency"}, 2, "Usage: migrate-unique concurrency status|release|set"},
+		{[]string{"concurrency", "frob"}, 2, `unknown subcommand "frob"`},
+		{[]string{"concurrency", "set", "G", "--database", url}, 2, "give exactly one of --limit N and --clear"},
+		{[]string{"concurrency", "set", "G", "--limit", "2", "--clear", "--database", url}, 2, "give exactly one of --limit N and --clear"},
+		{[]string{"concurrency", "set", "G", "--limit", "-1", "--database", url}, 2, "--limit -1: a limit is 0 (block the group) or more"},
+		{[]string{"concurrency", "set", "--limit", "2", "--database", url}, 2, "0 argument(s) given; usage: migrate-unique concurrency set GROUP"},
+		{[]string{"concurrency", "set", "", "--limit", "2", "--database", url}, 2, "the group name is empty"},
+		{[]string{"concurrency", "release", "G", "x", "--force", "--database", url}, 2, `slot "x": give the slot number`},
+		{[]string{"concurrency", "status", "--database", empty}, 1, `the runtime tables (concurrency_slots, concurrency_limits) are missing in schema "public"; run 'migrate-unique up' first`},
+		{[]string{"concurrency", "status", "--database", "postgres://bob:s3cret@127.0.0.1:1/nope"}, 1, "connect:"},
+	}
+	for _, tt := range tests {
+		code, _, errOut := runCLI(t, tt.args...)
+		if code != tt.code || !strings.Contains(errOut, tt.want) || strings.Contains(errOut, "s3cret") {
+			t.Errorf("%q: exit %d, stderr %q; want exit %d containing %q and no password", tt.args, code, errOut, tt.code, tt.want)
+		}
+	}
+	// -h documents every flag of every subcommand.
+	for sub, flags := range map[string][]string{
+		"status":  {"-database", "-schema", "-json"},
+		"release": {"-database", "-schema", "-force"},
+		"set":     {"-database", "-schema", "-limit", "-reason", "-clear"},
+	} {
+		code, _, errOut := runCLI(t, "concurrency", sub, "-h")
+		if code != 0 {
+			t.Errorf("concurrency %s -h: exit %d", sub, code)
+		}
+		for _, f := range flags {
+			if !strings.Contains(errOut, f) {
+				t.Errorf("concurrency %s -h does not document %s:\n%s", sub, f, errOut)
+			}
+		}
+	}
+}
