@@ -253,7 +253,7 @@ func (s *schema) rowValues(t *table, adm *admission, a *sqlArgs, state string) (
 	if t.has("source") {
 		add("source", a.add(j.Source))
 	}
-	if t.has("trace_id") && j.traceID != "" {
+	if t.has("trace_id") && t.has("span_id") {
 		add("trace_id", a.add(j.traceID))
 		add("span_id", a.add(j.spanID))
 	}

@@ -1,0 +1,129 @@
+package compat_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"os"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/migrate-unique/migrate-unique/compat"
+	"github.com/migrate-unique/migrate-unique/internal/layout"
+)
+
+// ChargeJob charges one customer; at most two charges of one customer run
+// at once.
+type ChargeJob struct{ CustomerID int }
+
+func (j ChargeJob) ConcurrencyKey() string        { return fmt.Sprintf("customer-%d", j.CustomerID) }
+func (j ChargeJob) ConcurrencyLimit() (int, bool) { return 2, true }
+
+// SendEmail is an old job type: one job per key, as the legacy queue had it.
+type SendEmail struct{ To string }
+
+func (j SendEmail) UniqueKey() string { return "email-" + j.To }
+
+// ReportJob is scheduled every minute.
+type ReportJob struct{}
+
+func (ReportJob) ConcurrencyKey() string { return "daily-report" }
+
+func ExampleClient_Enqueue() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+	c, err := compat.NewClient(compat.Pgx(pool), layout.PlainJobs())
+	if err != nil {
+		log.Fatal(err)
+	}
+	job := ChargeJob{CustomerID: 7}
+	res, err := c.Enqueue(ctx, compat.Job{Class: "app.jobs.ChargeJob", Value: job, Args: job})
+	if err != nil {
+		log.Fatal(err) // a real failure: the limit is not an error
+	}
+	if s := res.Skipped; s != nil {
+		fmt.Printf("not enqueued: %s has %d of %d active jobs\n", s.Group, s.Active, s.Limit)
+		return
+	}
+	fmt.Println("enqueued request", res.ID, res.UUID)
+}
+
+func ExampleClient_EnqueueTx() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+	c, err := compat.NewClient(compat.Pgx(pool), layout.PlainJobs())
+	if err != nil {
+		log.Fatal(err)
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	// ... the caller's own writes in tx ...
+	if _, err := c.EnqueueTx(ctx, compat.Pgx(tx), compat.Job{Class: "app.jobs.SendEmail", Value: SendEmail{To: "a@example.com"}}); err != nil {
+		log.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil { // the job exists only if the caller's writes do
+		log.Fatal(err)
+	}
+}
+
+func ExampleClient_RetrySweep() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+	c, err := compat.NewClient(compat.Pgx(pool), layout.PlainJobs())
+	if err != nil {
+		log.Fatal(err)
+	}
+	rep, err := c.RetrySweep(ctx, compat.RetryOptions{
+		// The limit a retry is admitted under, by class and stored key.
+		Limit: func(class, key string) (int, bool) {
+			if class == "app.jobs.ChargeJob" {
+				return 2, true
+			}
+			return 1, key != ""
+		},
+		Backoff: func(attempt int) time.Duration { return time.Duration(attempt) * 30 * time.Second },
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("%d retries created, %d blocked until the next sweep\n", rep.Retried, rep.Blocked)
+}
+
+func ExampleIdentityOf() {
+	fmt.Printf("%+v\n", compat.IdentityOf(ChargeJob{CustomerID: 7}))
+	fmt.Printf("%+v\n", compat.IdentityOf(SendEmail{To: "a@example.com"}))
+	fmt.Printf("%+v\n", compat.IdentityOf(SendEmail{}.UniqueKey()[:0]))
+	// Output:
+	// {Key:customer-7 Limit:2 Limited:true NoOverlap:false Prefix:}
+	// {Key:email-a@example.com Limit:1 Limited:true NoOverlap:false Prefix:}
+	// {Key: Limit:0 Limited:false NoOverlap:false Prefix:}
+}
+
+func ExampleScheduled() {
+	occurrence := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	// Enqueue it as any job: c.Enqueue(ctx, compat.Job{Class: "app.jobs.Report", Value: id}).
+	id := compat.Scheduled(ReportJob{}, occurrence)
+	fmt.Println(id.Key, id.Limit)
+	// No-overlap: the limit counts every occurrence of the schedule.
+	id = compat.Scheduled(ReportJob{}, occurrence, compat.NoOverlap())
+	fmt.Println(id.Key, id.Prefix, id.Limit)
+	// Output:
+	// daily-report:scheduled:1795341600 1
+	// daily-report:scheduled:1795341600 daily-report:scheduled: 1
+}
