@@ -1,5 +1,258 @@
 package main
 
-import "context"
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
 
-func runBenchSlots(ctx context.Context, e *env, args []string) error { return errNotImplemented }
+	"github.com/jackc/pgx/v5"
+
+	"github.com/migrate-unique/migrate-unique/compat"
+	"github.com/migrate-unique/migrate-unique/internal/layout"
+	"github.com/migrate-unique/migrate-unique/internal/pgurl"
+)
+
+const benchSlotsUsage = `bench slots [--database URL] [--workers 32] [--limit 10] [--duration 5s] [--json]
+
+Measures slot lease throughput in a scratch schema of its own (created and
+dropped): acquire+release pairs per second with one worker (the baseline),
+then with --workers workers on separate connections sharing one group of
+--limit slots, while an observer samples the slot table and some workers
+abandon short leases and release them after another holder took the slot.
+over_limit_observed and stale_releases_accepted must be 0.`
+
+// benchSlotsResult is the --json line.
+type benchSlotsResult struct {
+	Workers                   int     `json:"workers"`
+	Limit                     int     `json:"limit"`
+	DurationSeconds           float64 `json:"duration_seconds"`
+	AcquireReleasePerSecond   float64 `json:"acquire_release_per_second"`
+	BaselineSingleWorker      float64 `json:"single_worker_acquire_release_per_second"`
+	Ratio                     float64 `json:"ratio_to_single_worker"`
+	BusyPerSecond             float64 `json:"busy_per_second"`
+	ObserverSamples           int64   `json:"observer_samples"`
+	MaxUnexpiredObserved      int64   `json:"max_unexpired_observed"`
+	OverLimitObserved         int64   `json:"over_limit_observed"`
+	StaleReleasesAttempted    int64   `json:"stale_releases_attempted"`
+	StaleReleasesAccepted     int64   `json:"stale_releases_accepted"`
+	LostReleasesOfLiveHolders int64   `json:"lost_releases"`
+}
+
+func runBenchSlots(ctx context.Context, e *env, args []string) error {
+	fs := newFlagSet(e, "bench slots", benchSlotsUsage)
+	database := fs.String("database", "", databaseFlagUsage)
+	workers := fs.Int("workers", 32, "concurrent workers, each on its own connection")
+	limit := fs.Int("limit", 10, "the group's limit")
+	duration := fs.Duration("duration", 5*time.Second, "how long each phase (single worker, then all workers) runs")
+	asJSON := fs.Bool("json", false, "end with one JSON object of the figures")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return &exitError{code: 2, err: err}
+	}
+	switch {
+	case fs.NArg() > 0:
+		return &exitError{code: 2, err: fmt.Errorf("unexpected argument %q; every setting is a flag (see -h)", fs.Arg(0))}
+	case *workers < 1:
+		return &exitError{code: 2, err: fmt.Errorf("--workers %d: want at least 1", *workers)}
+	case *limit < 1:
+		return &exitError{code: 2, err: fmt.Errorf("--limit %d: want at least 1", *limit)}
+	case *duration <= 0:
+		return &exitError{code: 2, err: fmt.Errorf("--duration %v: want a positive duration, e.g. 5s", *duration)}
+	}
+	url, err := pgurl.Resolve(*database)
+	if err != nil {
+		return &exitError{code: 2, err: err}
+	}
+
+	var rnd [4]byte
+	_, _ = rand.Read(rnd[:])
+	l := layout.Layout{Schema: "migrate_unique_bench_slots_" + hex.EncodeToString(rnd[:]), RequestsTable: "bench_requests"}
+	admin, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return fmt.Errorf("connect: %w", pgurl.RedactError(url, err))
+	}
+	defer admin.Close(context.Background())
+	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+layout.Ident(l.Schema)); err != nil {
+		return fmt.Errorf("create the scratch schema: %w", pgurl.RedactError(url, err))
+	}
+	defer admin.Exec(context.Background(), "DROP SCHEMA "+layout.Ident(l.Schema)+" CASCADE") //nolint:errcheck
+	for _, stmt := range l.RuntimeDDL() {
+		if _, err := admin.Exec(ctx, stmt); err != nil {
+			return fmt.Errorf("create the runtime tables: %w", pgurl.RedactError(url, err))
+		}
+	}
+	fmt.Fprintf(e.stdout, "slots benchmark: scratch schema %s on %s, limit %d, %v per phase\n", l.Schema, pgurl.Describe(url), *limit, *duration)
+
+	base, err := benchSlotsPhase(ctx, url, l, 1, *limit, *duration)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "1 worker (baseline):  %8.0f acquire+release/s\n", base.rate)
+	all, err := benchSlotsPhase(ctx, url, l, *workers, *limit, *duration)
+	if err != nil {
+		return err
+	}
+	res := benchSlotsResult{
+		Workers: *workers, Limit: *limit, DurationSeconds: duration.Seconds(),
+		AcquireReleasePerSecond: all.rate, BaselineSingleWorker: base.rate, Ratio: all.rate / base.rate,
+		BusyPerSecond:   all.busyRate,
+		ObserverSamples: all.samples, MaxUnexpiredObserved: all.maxSeen, OverLimitObserved: all.overLimit + base.overLimit,
+		StaleReleasesAttempted: all.staleTried, StaleReleasesAccepted: all.staleAccepted, LostReleasesOfLiveHolders: all.lost,
+	}
+	fmt.Fprintf(e.stdout, "%d workers, limit %d: %8.0f acquire+release/s (ratio %.2f to 1 worker), %.0f busy/s\n",
+		*workers, *limit, all.rate, res.Ratio, all.busyRate)
+	fmt.Fprintf(e.stdout, "observer: %d samples, at most %d unexpired leases, %d over the limit (must be 0)\n", all.samples, all.maxSeen, res.OverLimitObserved)
+	fmt.Fprintf(e.stdout, "stale releases: %d attempted after the slot was retaken, %d accepted (must be 0)\n", all.staleTried, all.staleAccepted)
+	if *asJSON {
+		b, err := json.Marshal(res)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stdout, "%s\n", b)
+	}
+	if res.OverLimitObserved != 0 || res.StaleReleasesAccepted != 0 {
+		return fmt.Errorf("the slot invariants were broken: %d samples over the limit, %d stale releases accepted", res.OverLimitObserved, res.StaleReleasesAccepted)
+	}
+	return nil
+}
+
+type benchSlotsFigures struct {
+	rate, busyRate                  float64
+	samples, maxSeen, overLimit     int64
+	staleTried, staleAccepted, lost int64
+}
+
+// benchSlotsPhase runs n workers for d on one group and observes it.
+func benchSlotsPhase(ctx context.Context, url string, l layout.Layout, n, limit int, d time.Duration) (benchSlotsFigures, error) {
+	group := fmt.Sprintf("Bench::workers-%d", n)
+	var f benchSlotsFigures
+	var pairs, busy atomic.Int64
+	conns := make([]*pgx.Conn, n+1)
+	defer func() {
+		for _, c := range conns {
+			if c != nil {
+				c.Close(context.Background())
+			}
+		}
+	}()
+	for i := range conns {
+		c, err := pgx.Connect(ctx, url)
+		if err != nil {
+			return f, fmt.Errorf("connect: %w", pgurl.RedactError(url, err))
+		}
+		conns[i] = c
+	}
+	runCtx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+
+	observed := make(chan error, 1)
+	go func() {
+		for runCtx.Err() == nil {
+			var unexpired int64
+			err := conns[n].QueryRow(ctx, `SELECT count(*) FROM `+l.Table(layout.SlotsTable)+`
+WHERE group_name = $1 AND expires_at > clock_timestamp()`, group).Scan(&unexpired)
+			if err != nil {
+				observed <- err
+				return
+			}
+			f.samples++
+			f.maxSeen = max(f.maxSeen, unexpired)
+			if unexpired > int64(limit) {
+				f.overLimit++
+			}
+		}
+		observed <- nil
+	}()
+
+	type abandoned struct {
+		s *compat.Slots
+		l compat.Lease
+	}
+	var mu sync.Mutex
+	var stale []abandoned
+	var lost atomic.Int64
+	errs := make(chan error, n)
+	var wg sync.WaitGroup
+	for w := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s, err := compat.NewSlots(compat.Pgx(conns[w]), l, compat.SlotsOptions{})
+			if err != nil {
+				errs <- err
+				return
+			}
+			worker := fmt.Sprintf("bench-%d", w)
+			for i := 0; runCtx.Err() == nil; i++ {
+				// Every 50th lease of a multi-worker run is abandoned with
+				// a short lease: a crashed worker that comes back later.
+				abandon := n > 1 && i%50 == 49
+				lease := 10 * time.Second
+				if abandon {
+					lease = 20 * time.Millisecond
+				}
+				le, ok, err := s.Acquire(ctx, group, limit, fmt.Sprintf("%s-%d", worker, i), worker, lease)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if !ok {
+					busy.Add(1)
+					continue
+				}
+				if abandon {
+					mu.Lock()
+					stale = append(stale, abandoned{s, le})
+					mu.Unlock()
+					continue
+				}
+				if err := s.Release(ctx, le); err != nil {
+					if !errors.Is(err, compat.ErrLeaseLost) {
+						errs <- err
+						return
+					}
+					lost.Add(1)
+				}
+				pairs.Add(1)
+			}
+		}()
+	}
+	start := time.Now()
+	wg.Wait()
+	elapsed := time.Since(start)
+	close(errs)
+	for err := range errs {
+		return f, fmt.Errorf("worker: %w", pgurl.RedactError(url, err))
+	}
+	if err := <-observed; err != nil {
+		return f, fmt.Errorf("observer: %w", pgurl.RedactError(url, err))
+	}
+	// The stale workers come back: a release whose slot has a new token
+	// since must be refused.
+	for _, a := range stale {
+		var token int64
+		err := conns[n].QueryRow(ctx, `SELECT token FROM `+l.Table(layout.SlotsTable)+` WHERE group_name = $1 AND slot = $2`, a.l.Group, a.l.Slot).Scan(&token)
+		if err != nil || token == a.l.Token {
+			continue // not retaken: releasing it would be legitimate
+		}
+		f.staleTried++
+		if err := a.s.Release(ctx, a.l); err == nil {
+			f.staleAccepted++
+		} else if !errors.Is(err, compat.ErrLeaseLost) {
+			return f, err
+		}
+	}
+	f.rate = float64(pairs.Load()) / elapsed.Seconds()
+	f.busyRate = float64(busy.Load()) / elapsed.Seconds()
+	f.lost = lost.Load()
+	return f, nil
+}

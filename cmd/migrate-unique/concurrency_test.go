@@ -165,3 +165,35 @@ func TestConcurrencyBadInput(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchSlots runs the benchmark briefly: its JSON line must show the
+// invariants held, and the scratch schema must be gone afterwards.
+func TestBenchSlots(t *testing.T) {
+	testdb.Heavy(t)
+	url := testdb.New(t)
+	code, out, errOut := runCLI(t, "bench", "slots", "--database", url, "--workers", "8", "--limit", "3", "--duration", "300ms", "--json")
+	if code != 0 {
+		t.Fatalf("bench slots: exit %d\n%s\n%s", code, out, errOut)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	var res benchSlotsResult
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil {
+		t.Fatalf("last line is not the JSON object: %v\n%s", err, out)
+	}
+	if res.OverLimitObserved != 0 || res.StaleReleasesAccepted != 0 || res.AcquireReleasePerSecond <= 0 ||
+		res.BaselineSingleWorker <= 0 || res.ObserverSamples == 0 || res.MaxUnexpiredObserved > 3 || res.Workers != 8 || res.Limit != 3 {
+		t.Fatalf("figures %+v", res)
+	}
+	conn := testdb.Connect(t, url)
+	var left int
+	if err := conn.QueryRow(t.Context(), `SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'migrate_unique_bench_slots_%'`).Scan(&left); err != nil {
+		t.Fatal(err)
+	}
+	if left != 0 {
+		t.Fatalf("%d scratch schemas left behind", left)
+	}
+	code, _, errOut = runCLI(t, "bench", "slots", "--database", url, "--workers", "0")
+	if code != 2 || !strings.Contains(errOut, "--workers 0: want at least 1") {
+		t.Fatalf("bad --workers: %d %q", code, errOut)
+	}
+}
