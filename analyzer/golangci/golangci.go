@@ -1,0 +1,56 @@
+// Package golangci registers the migrateunique analyzer as a golangci-lint
+// module plugin. Build a custom golangci-lint with it (golangci-lint custom,
+// reading .custom-gcl.yml) and enable it in .golangci.yml; the snippets are
+// in docs/code-migration.md.
+package golangci
+
+import (
+	"fmt"
+
+	"github.com/golangci/plugin-module-register/register"
+	"golang.org/x/tools/go/analysis"
+
+	"github.com/migrate-unique/migrate-unique/analyzer"
+)
+
+func init() {
+	register.Plugin(analyzer.Name, New)
+}
+
+// Settings are the plugin's settings, read from
+// linters.settings.custom.migrateunique.settings in .golangci.yml. They
+// mean what the analyzer's -interface and -rename flags mean.
+type Settings struct {
+	// Interfaces names the legacy job interfaces exactly
+	// ("importpath.Name"); empty means the default detection.
+	Interfaces []string `json:"interfaces"`
+	// Renames maps "importpath.Old" to "New".
+	Renames map[string]string `json:"renames"`
+}
+
+// plugin is the golangci-lint plugin.
+type plugin struct {
+	analyzer *analysis.Analyzer
+}
+
+// New builds the plugin from its raw settings; golangci-lint calls it.
+func New(settings any) (register.LinterPlugin, error) {
+	s, err := register.DecodeSettings[Settings](settings)
+	if err != nil {
+		return nil, fmt.Errorf("%s settings: %w", analyzer.Name, err)
+	}
+	a, err := analyzer.New(analyzer.Config{Interfaces: s.Interfaces, Renames: s.Renames})
+	if err != nil {
+		return nil, fmt.Errorf("%s settings: %w", analyzer.Name, err)
+	}
+	return &plugin{analyzer: a}, nil
+}
+
+// BuildAnalyzers returns the configured analyzer.
+func (p *plugin) BuildAnalyzers() ([]*analysis.Analyzer, error) {
+	return []*analysis.Analyzer{p.analyzer}, nil
+}
+
+// GetLoadMode asks for type information: job types are found on
+// types.Info, never by spelling.
+func (p *plugin) GetLoadMode() string { return register.LoadModeTypesInfo }
