@@ -29,6 +29,7 @@ func TestUpRetriesPastALockHolderWithoutStallingWriters(t *testing.T) {
 	const lockTimeout = 300 * time.Millisecond
 
 	holder := testdb.Connect(t, url)
+	holderPID := holder.PgConn().PID()
 	tx, err := holder.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -75,8 +76,15 @@ func TestUpRetriesPastALockHolderWithoutStallingWriters(t *testing.T) {
 		MaxAttempts: 20,
 		OnRetry: func(step string, attempt int, wait time.Duration, err error) {
 			var pgErr *pgconn.PgError
-			if !errors.As(err, &pgErr) {
-				t.Errorf("retry on a non-server error: %v", err)
+			var holder *migrations.HolderError
+			switch {
+			case errors.As(err, &holder):
+				if holder.PID != int(holderPID) || holder.Table != `plainjobs_jobrequest` {
+					t.Errorf("retry names the wrong holder: %v", err)
+				}
+			case errors.As(err, &pgErr) && pgErr.Code == "55P03":
+			default:
+				t.Errorf("retry on %v, want a lock timeout or the holder", err)
 			}
 			// Let go after the cutover has given up twice.
 			if retries.Add(1) == 2 {

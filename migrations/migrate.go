@@ -237,11 +237,49 @@ func (r *runner) printf(format string, args ...any) {
 	}
 }
 
-// retryable reports a lock timeout, a deadlock, or the statement timeout
-// that bounds our own lock acquisition.
+// retryable reports a lock timeout, a deadlock, the statement timeout that
+// bounds our own lock acquisition, or a long lock holder we did not queue
+// behind.
 func retryable(err error) bool {
 	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && (pgErr.Code == "55P03" || pgErr.Code == "40P01" || pgErr.Code == "57014")
+	var h *HolderError
+	return errors.As(err, &h) || errors.As(err, &pgErr) && (pgErr.Code == "55P03" || pgErr.Code == "40P01" || pgErr.Code == "57014")
+}
+
+// HolderError says that a step did not even queue for its exclusive lock,
+// because another session has held a lock on the table for longer than a
+// quarter of the lock timeout: queueing behind it would stall every writer
+// for a whole lock timeout. The step is retried like after a lock timeout.
+type HolderError struct {
+	PID   int
+	Table string
+	Mode  string
+	Age   time.Duration
+	Query string
+}
+
+func (e *HolderError) Error() string {
+	return fmt.Sprintf("session pid %d has held %s on %s for %s in a transaction (%q); not queueing behind it", e.PID, e.Mode, e.Table, e.Age.Round(time.Millisecond), e.Query)
+}
+
+// longHolder returns the oldest other session that holds a lock on one of
+// tables and whose transaction is older than a quarter of the lock timeout.
+func (r *runner) longHolder(ctx context.Context, tables []string) (*HolderError, error) {
+	var h HolderError
+	var age float64
+	err := r.conn.QueryRow(ctx, `SELECT a.pid, lk.relation::regclass::text, lk.mode, extract(epoch FROM now() - a.xact_start)::float8, left(coalesce(a.query, ''), 120)
+FROM pg_locks lk JOIN pg_stat_activity a ON a.pid = lk.pid
+WHERE lk.granted AND lk.pid <> pg_backend_pid() AND lk.relation IN (SELECT unnest($1::text[])::regclass)
+  AND a.xact_start < now() - make_interval(secs => $2)
+ORDER BY a.xact_start LIMIT 1`, tables, r.opts.LockTimeout.Seconds()/4).Scan(&h.PID, &h.Table, &h.Mode, &age, &h.Query)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the lock holders: %w", err)
+	}
+	h.Age = time.Duration(age * float64(time.Second))
+	return &h, nil
 }
 
 // backoff is the jittered wait before attempt n+1: exponential from 100ms,
@@ -289,7 +327,7 @@ func (r *runner) runStep(ctx context.Context, s step) (attempts int, held time.D
 	for attempts = 1; ; attempts++ {
 		switch s.kind {
 		case stepTx:
-			held, err = r.runTx(ctx, s)
+			held, err = r.runTx(ctx, s, attempts == r.opts.MaxAttempts)
 		case stepConcurrent:
 			err = r.runConcurrent(ctx, s)
 		default:
@@ -314,7 +352,7 @@ func (r *runner) runStep(ctx context.Context, s step) (attempts int, held time.D
 		if r.opts.OnRetry != nil {
 			r.opts.OnRetry(s.name, attempts, wait, err)
 		}
-		r.printf("step %s: lock not available within %s (attempt %d/%d), retrying in %s\n", s.name, r.opts.LockTimeout, attempts, r.opts.MaxAttempts, wait.Round(time.Millisecond))
+		r.printf("step %s: attempt %d/%d: %v; retrying in %s\n", s.name, attempts, r.opts.MaxAttempts, err, wait.Round(time.Millisecond))
 		select {
 		case <-ctx.Done():
 			return attempts, 0, ctx.Err()
@@ -326,8 +364,19 @@ func (r *runner) runStep(ctx context.Context, s step) (attempts int, held time.D
 // runTx runs the step in one transaction. Its exclusive locks are taken
 // first, in one statement bounded by both lock_timeout and statement_timeout
 // so that a writer queued behind it waits at most LockTimeout in all.
-func (r *runner) runTx(ctx context.Context, s step) (held time.Duration, err error) {
+func (r *runner) runTx(ctx context.Context, s step, last bool) (held time.Duration, err error) {
 	ms := r.opts.LockTimeout.Milliseconds()
+	if len(s.exclusive) > 0 && !last {
+		// Queueing behind a transaction that is already long would only
+		// stall the writers behind us for a whole lock timeout: wait it out
+		// without queueing (the last attempt queues anyway).
+		if h, err := r.longHolder(ctx, s.exclusive); err != nil || h != nil {
+			if err != nil {
+				return 0, err
+			}
+			return 0, h
+		}
+	}
 	var acquired time.Time
 	err = pgx.BeginFunc(ctx, r.conn, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL lock_timeout = '%dms'", ms)); err != nil {

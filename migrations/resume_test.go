@@ -116,3 +116,39 @@ func TestUpRebuildsAnInvalidLeftoverIndex(t *testing.T) {
 		t.Fatalf("status after up: %+v, %v", st, err)
 	}
 }
+
+// Down, killed between any two of its steps, finishes when run again and
+// restores the original schema exactly.
+func TestDownResumesAfterAKillBetweenAnyTwoSteps(t *testing.T) {
+	ctx := context.Background()
+	for _, s := range legacy.All {
+		t.Run(s.Name, func(t *testing.T) {
+			for k := 1; ; k++ {
+				url := legacyDB(t, s)
+				want := takeSnapshot(t, url, s.Layout)
+				if _, err := migrations.Up(ctx, url, s.Layout, migrations.Options{}); err != nil {
+					t.Fatal(err)
+				}
+				rep, err := migrations.Down(ctx, url, s.Layout, migrations.Options{StopAfterStep: k})
+				if err == nil {
+					if k < 3 {
+						t.Fatalf("down has only %d steps", len(rep.Steps))
+					}
+					break // k is past the last step
+				}
+				if !errors.Is(err, migrations.ErrStopped) {
+					t.Fatalf("down stopped after step %d: %v", k, err)
+				}
+				if rep, err = migrations.Down(ctx, url, s.Layout, migrations.Options{}); err != nil {
+					t.Fatalf("re-run after step %d: %v", k, err)
+				}
+				if rep.After != migrations.Legacy {
+					t.Fatalf("re-run after step %d ended %s", k, rep.After)
+				}
+				if d := want.diff(takeSnapshot(t, url, s.Layout)); d != "" {
+					t.Fatalf("down killed after step %d then re-run did not restore the database:\n%s", k, d)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,94 @@
+package migrations
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/migrate-unique/migrate-unique/internal/layout"
+)
+
+// The exact statement texts the engine sends for a layout whose names need
+// quoting.
+func TestStatementTextIsPinned(t *testing.T) {
+	l := layout.Layout{Schema: "Billing Queue", ClassColumn: "kind", RequestsTable: "JobRequests", ProcessesTable: "job_processes"}
+	cis := countingIndexes(l)
+	if len(cis) != 2 {
+		t.Fatalf("%d counting indexes, want 2", len(cis))
+	}
+	got, err := cis[0].createSQL(l, layout.LegacyKeyColumn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `CREATE INDEX CONCURRENTLY "JobRequests_concurrency_key_idx" ON "Billing Queue"."JobRequests" ("kind", "unique_key");` + "\n"; got != want {
+		t.Errorf("create:\n got %q\nwant %q", got, want)
+	}
+	got, err = dropIndexSQL(l, cis[1].name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `DROP INDEX CONCURRENTLY IF EXISTS "Billing Queue"."job_processes_concurrency_key_idx";` + "\n"; got != want {
+		t.Errorf("drop:\n got %q\nwant %q", got, want)
+	}
+	st := layout.Layout{JobsTable: "jobs", ClassColumn: "job_type", StateColumn: "status", ActiveStates: []string{"pending", "it's running"}}
+	got, err = countingIndexes(st)[0].createSQL(st, layout.LegacyKeyColumn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `CREATE INDEX CONCURRENTLY "jobs_concurrency_key_idx" ON "public"."jobs" ("job_type", "unique_key") WHERE "status" IN ('pending', 'it''s running');` + "\n"; got != want {
+		t.Errorf("partial create:\n got %q\nwant %q", got, want)
+	}
+	cut, err := render("cutover.up.sql.tmpl", newTmplData(l, 1500*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`PERFORM set_config('lock_timeout', '1500ms', true);`,
+		`LOCK TABLE "Billing Queue"."JobRequests", "Billing Queue"."job_processes" IN ACCESS EXCLUSIVE MODE;`,
+		`ARRAY['"Billing Queue"."JobRequests"', '"Billing Queue"."job_processes"']::regclass[]`,
+		`UPDATE "Billing Queue"."migrate_unique_version" SET saved = saved || dropped`,
+	} {
+		if !strings.Contains(cut, want) {
+			t.Errorf("the cutover lacks %q:\n%s", want, cut)
+		}
+	}
+}
+
+func TestCountingIndexNamesFitPostgres(t *testing.T) {
+	long := strings.Repeat("t", 63)
+	a, b := countingIndexName(long), countingIndexName(long[:62]+"u")
+	if len(a) > 63 || len(b) > 63 || a == b {
+		t.Fatalf("names %q (%d) and %q (%d): want distinct, at most 63 bytes", a, len(a), b, len(b))
+	}
+	if got := countingIndexName("jobs"); got != "jobs_concurrency_key_idx" {
+		t.Fatalf("short name %q", got)
+	}
+}
+
+func TestBackoffIsJitteredAndBounded(t *testing.T) {
+	for n := 1; n <= 12; n++ {
+		d := min(100*time.Millisecond<<min(n-1, 6), 5*time.Second)
+		seen := map[time.Duration]bool{}
+		for range 200 {
+			b := backoff(n)
+			if b < d/2 || b > d {
+				t.Fatalf("backoff(%d) = %s, want within [%s, %s]", n, b, d/2, d)
+			}
+			seen[b] = true
+		}
+		if len(seen) < 10 {
+			t.Fatalf("backoff(%d) drew only %d distinct waits in 200: not jittered", n, len(seen))
+		}
+	}
+}
+
+func TestProgressRendering(t *testing.T) {
+	p := progress{phase: "building index: scanning table", blocksTotal: 200, blocksDone: 50}
+	if got := progressBar(p.fraction(), 10) + " " + p.describe(); got != "[##        ]  25% building index: scanning table (50/200 blocks)" {
+		t.Fatalf("got %q", got)
+	}
+	w := progress{phase: "waiting for old snapshots", lockersTotal: 3, lockersDone: 1}
+	if got := w.describe(); !strings.Contains(got, "waiting for 2/3 older transactions") {
+		t.Fatalf("got %q", got)
+	}
+}
