@@ -8,10 +8,12 @@ import (
 	"go/format"
 	"go/token"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	"golang.org/x/tools/go/analysis"
 	"golang.org/x/tools/go/analysis/checker"
@@ -39,6 +41,8 @@ type Options struct {
 	// refusing: for modules whose generated files (mocks) must be
 	// regenerated from the rewritten interfaces before they build again.
 	AllowTypeErrors bool
+	// Logger receives each phase's duration at debug level; nil discards.
+	Logger *slog.Logger
 }
 
 // CategoryNotLoaded is the category of a finding rewrite adds itself: a
@@ -100,6 +104,9 @@ func Plan(ctx context.Context, opts Options) (*Result, error) {
 		patterns = []string{"./..."}
 	}
 	tagSets := append([]string{""}, opts.Tags...)
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
 
 	p := &planner{files: map[string]*fileEdits{}, findings: map[findingKey]*Finding{},
 		loaded: map[string]bool{}, ignored: map[string]bool{}}
@@ -179,7 +186,9 @@ func loadConfig(ctx context.Context, opts Options, tags string, mode packages.Lo
 
 // analyze runs one load (one tag set) and records its findings and edits.
 func (p *planner) analyze(ctx context.Context, opts Options, patterns []string, tags string) error {
+	start := time.Now()
 	pkgs, err := packages.Load(loadConfig(ctx, opts, tags, loadMode), patterns...)
+	opts.Logger.DebugContext(ctx, "rewrite: loaded", "tags", tags, "packages", len(pkgs), "duration", time.Since(start))
 	if err != nil {
 		return fmt.Errorf("load %s%s: %w", strings.Join(patterns, " "), tagsSuffix(tags), err)
 	}
@@ -210,10 +219,12 @@ func (p *planner) analyze(ctx context.Context, opts Options, patterns []string, 
 		}
 	})
 
+	start = time.Now()
 	graph, err := checker.Analyze([]*analysis.Analyzer{opts.Analyzer}, roots, nil)
 	if err != nil {
 		return fmt.Errorf("run analyzer %s: %w", opts.Analyzer.Name, err)
 	}
+	opts.Logger.DebugContext(ctx, "rewrite: analyzed", "tags", tags, "duration", time.Since(start))
 	for _, act := range graph.Roots {
 		if act.Err != nil {
 			return fmt.Errorf("analyzer %s on %s%s: %w", opts.Analyzer.Name, act.Package.ID, tagsSuffix(tags), act.Err)
@@ -421,17 +432,20 @@ func mergeEdits(file string, content []byte, edits []edit) ([]edit, error) {
 // verify type-checks the rewritten module in memory (an overlay), so a fix
 // that would break the build is refused before anything is written.
 func verify(ctx context.Context, opts Options, patterns []string, tags string, files []FileChange) error {
-	// Without NeedDeps the main module's packages are type-checked from source
-	// (with the overlay) and everything else comes from export data.
-	cfg := loadConfig(ctx, opts, tags, packages.NeedName|packages.NeedFiles|packages.NeedImports|packages.NeedTypes|packages.NeedSyntax|packages.NeedTypesInfo)
+	// Every package is type-checked from source, as the first load did:
+	// export data would mean compiling the module, which costs more than
+	// checking it.
+	cfg := loadConfig(ctx, opts, tags, packages.NeedName|packages.NeedFiles|packages.NeedCompiledGoFiles|packages.NeedImports|packages.NeedDeps|packages.NeedTypes)
 	cfg.Overlay = make(map[string][]byte, len(files))
 	for _, f := range files {
 		cfg.Overlay[f.Path] = f.New
 	}
+	start := time.Now()
 	pkgs, err := packages.Load(cfg, patterns...)
 	if err != nil {
 		return fmt.Errorf("type-check the rewritten module%s: %w", tagsSuffix(tags), err)
 	}
+	opts.Logger.DebugContext(ctx, "rewrite: verified", "tags", tags, "duration", time.Since(start))
 	if problems := loadProblems(pkgs); len(problems) > 0 {
 		return &VerifyError{Tags: tags, Problems: problems}
 	}
