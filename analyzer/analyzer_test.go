@@ -1,6 +1,7 @@
 package analyzer_test
 
 import (
+	"path/filepath"
 	"testing"
 
 	"github.com/migrate-unique/migrate-unique/analyzer"
@@ -30,4 +31,22 @@ func run(t *testing.T, a *analysis.Analyzer, pkgs ...string) {
 		writeGoldens(t, analysistest.Run(t, analysistest.TestData(), a, pkgs...))
 	}
 	analysistest.RunWithSuggestedFixes(t, analysistest.TestData(), a, pkgs...)
+}
+
+// TestDependencyModule runs in module mode: lib is a dependency module, so
+// its interface and methods are never edited, and the main module's code
+// keeps what lib requires.
+func TestDependencyModule(t *testing.T) {
+	a, err := analyzer.New(analyzer.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := filepath.Abs(filepath.Join("testdata", "mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *update {
+		writeGoldens(t, analysistest.Run(t, dir, a, "./app"))
+	}
+	analysistest.RunWithSuggestedFixes(t, dir, a, "./app")
 }

@@ -1,0 +1,17 @@
+// Package lib is a dependency module: the analyzer never edits it.
+package lib
+
+// Job is the dependency's legacy job interface.
+type Job interface {
+	UniqueKey() string
+	Run() error
+}
+
+// Base gives embedding types a key.
+type Base struct{ Key string }
+
+// UniqueKey returns the key.
+func (b Base) UniqueKey() string { return b.Key }
+
+// Key calls the interface method.
+func Key(j Job) string { return j.UniqueKey() }
