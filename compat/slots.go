@@ -160,7 +160,7 @@ func (s *Slots) Acquire(ctx context.Context, group string, limit int, jobID, wor
 		err = s.db.QueryRow(ctx, s.acquireSQL(), group, limit, jobID, workerID, lease.Microseconds()).
 			Scan(&slot, &token, &acquired, &expires, &effective, &firstWait, &raced)
 		if err != nil {
-			return Lease{}, false, fmt.Errorf("acquire a slot of group %q: %w", group, err)
+			return Lease{}, false, fmt.Errorf("acquire a slot of group %q: %w", group, s.explain(err))
 		}
 		if slot == nil {
 			if raced != nil && *raced {
@@ -256,7 +256,7 @@ RETURNING expires_at`, l.Group, l.Slot, l.Token, d.Microseconds()).Scan(&l.Expir
 		return l, s.lost(ctx, "extend", l)
 	}
 	if err != nil {
-		return l, fmt.Errorf("extend slot %d of group %q: %w", l.Slot, l.Group, err)
+		return l, fmt.Errorf("extend slot %d of group %q: %w", l.Slot, l.Group, s.explain(err))
 	}
 	return l, nil
 }
@@ -271,12 +271,23 @@ func (s *Slots) Release(ctx context.Context, l Lease) error {
 SET job_id = NULL, worker_id = NULL, expires_at = NULL
 WHERE group_name = $1 AND slot = $2 AND token = $3 AND expires_at IS NOT NULL`, l.Group, l.Slot, l.Token)
 	if err != nil {
-		return fmt.Errorf("release slot %d of group %q: %w", l.Slot, l.Group, err)
+		return fmt.Errorf("release slot %d of group %q: %w", l.Slot, l.Group, s.explain(err))
 	}
 	if n == 0 {
 		return s.lost(ctx, "release", l)
 	}
 	return nil
+}
+
+// explain adds the fix to a missing-table error (SQLSTATE 42P01 or
+// 3F000, whichever driver reports it): the migration has not run.
+func (s *Slots) explain(err error) error {
+	var st interface{ SQLState() string }
+	if errors.As(err, &st) && (st.SQLState() == "42P01" || st.SQLState() == "3F000") {
+		return fmt.Errorf("the runtime tables (%s, %s, %s) are missing in schema %q; run 'migrate-unique up' first: %w",
+			layout.SlotsTable, layout.LimitsTable, layout.ReschedulesTable, s.l.Schema, err)
+	}
+	return err
 }
 
 // lost builds the ErrLeaseLost error for a failed release or extend, saying
@@ -314,7 +325,7 @@ func (s *Slots) CleanupExpired(ctx context.Context) (int64, error) {
 	n, err := s.db.Exec(ctx, `DELETE FROM `+s.l.Table(layout.SlotsTable)+`
 WHERE expires_at IS NULL OR expires_at <= clock_timestamp()`)
 	if err != nil {
-		return 0, fmt.Errorf("delete expired slot leases: %w", err)
+		return 0, fmt.Errorf("delete expired slot leases: %w", s.explain(err))
 	}
 	return n, nil
 }
@@ -338,7 +349,7 @@ RETURNING token, job_id, worker_id, acquired_at, expires_at, concurrency_limit`,
 		return Lease{}, fmt.Errorf("%w: group %q has no slot %d; run 'migrate-unique concurrency status %s' to see its slots", ErrSlotArgument, group, slot, group)
 	}
 	if err != nil {
-		return Lease{}, fmt.Errorf("release slot %d of group %q: %w", slot, group, err)
+		return Lease{}, fmt.Errorf("release slot %d of group %q: %w", slot, group, s.explain(err))
 	}
 	l.JobID, l.WorkerID = deref(jobID), deref(workerID)
 	if acquired != nil {
@@ -379,7 +390,7 @@ VALUES ($1, $2, $3, now())
 ON CONFLICT (group_name) DO UPDATE SET concurrency_limit = EXCLUDED.concurrency_limit, reason = EXCLUDED.reason, updated_at = EXCLUDED.updated_at`,
 		group, limit, reason)
 	if err != nil {
-		return fmt.Errorf("set the limit override of group %q: %w", group, err)
+		return fmt.Errorf("set the limit override of group %q: %w", group, s.explain(err))
 	}
 	return nil
 }
@@ -392,7 +403,7 @@ func (s *Slots) ClearLimit(ctx context.Context, group string) (bool, error) {
 	}
 	n, err := s.db.Exec(ctx, `DELETE FROM `+s.l.Table(layout.LimitsTable)+` WHERE group_name = $1`, group)
 	if err != nil {
-		return false, fmt.Errorf("clear the limit override of group %q: %w", group, err)
+		return false, fmt.Errorf("clear the limit override of group %q: %w", group, s.explain(err))
 	}
 	return n > 0, nil
 }

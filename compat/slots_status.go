@@ -35,10 +35,13 @@ type SlotStatus struct {
 // WaitingJob is a job that was rescheduled because its group was busy and
 // has not had a slot since.
 type WaitingJob struct {
-	JobID       string    `json:"job_id"`
-	Reschedules int64     `json:"reschedules"`
-	FirstAt     time.Time `json:"first_at"`
-	LastAt      time.Time `json:"last_at"`
+	// JobID is the id the job was rescheduled and acquires with.
+	JobID string `json:"job_id"`
+	// Reschedules counts its busy reschedules since it last had a slot.
+	Reschedules int64 `json:"reschedules"`
+	// FirstAt and LastAt are its first and latest busy reschedule.
+	FirstAt time.Time `json:"first_at"`
+	LastAt  time.Time `json:"last_at"`
 }
 
 // GroupStatus is what Status reports for one group.
@@ -105,7 +108,7 @@ func (s *Slots) status(ctx context.Context, groups []string) ([]GroupStatus, err
 	}
 	rows, err := s.db.Query(ctx, `SELECT group_name, concurrency_limit, reason FROM `+s.l.Table(layout.LimitsTable)+` WHERE `+filter, groupsArg)
 	if err != nil {
-		return nil, fmt.Errorf("read limit overrides: %w", err)
+		return nil, fmt.Errorf("read limit overrides: %w", s.explain(err))
 	}
 	for rows.Next() {
 		var g, reason string
