@@ -87,6 +87,7 @@ func (s *settings) run(ap *analysis.Pass) (any, error) {
 		return nil, nil
 	}
 	p.planJobTypes()
+	p.checkConversions()
 	for _, f := range p.Files {
 		p.walk(f)
 	}

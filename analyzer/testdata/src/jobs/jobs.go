@@ -120,8 +120,8 @@ type CacheItem struct{ Slot int }
 
 func (c CacheItem) UniqueKey() string { return "slot:" + strconv.Itoa(c.Slot) }
 
-// Keyer has only UniqueKey: not a job interface.
-type Keyer interface {
+// Keyer has only UniqueKey: not a job interface, but a job is used as one.
+type Keyer interface { // want `\*Report is used as Keyer, which requires UniqueKey: once migrated it no longer implements Keyer`
 	UniqueKey() string
 }
 
@@ -130,6 +130,8 @@ type Resource interface {
 	UniqueKey() string
 	Close() error
 }
+
+var _ Keyer = (*Report)(nil)
 
 // keys uses the legacy method every way there is.
 func keys(j Job, rj Retryable, r *Report, b *Batch[string], c CacheItem, k Keyer) []string {

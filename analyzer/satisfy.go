@@ -1,0 +1,76 @@
+package analyzer
+
+import (
+	"fmt"
+	"go/ast"
+	"go/types"
+
+	"golang.org/x/tools/refactor/satisfy"
+)
+
+// checkConversions reports the places where a migrated job value must still
+// satisfy an interface that requires UniqueKey (a Keyer in a helper, a
+// third-party interface): after the fix the job no longer implements it,
+// and only a person can decide whether the interface or the job changes.
+func (p *pass) checkConversions() {
+	if len(p.migrating) == 0 && len(p.jobIfaces) == 0 {
+		return
+	}
+	var f satisfy.Finder
+	if !findConstraints(&f, p.TypesInfo, p.Files) {
+		return
+	}
+	seen := map[string]bool{}
+	for c := range f.Result {
+		it, ok := c.LHS.Underlying().(*types.Interface)
+		if !ok {
+			continue
+		}
+		lm := legacyMethod(it)
+		if lm == nil || p.isMigrating(lm.Origin()) {
+			continue
+		}
+		obj, _, _ := types.LookupFieldOrMethod(c.RHS, false, p.Pkg, legacyName)
+		fn, ok := obj.(*types.Func)
+		if !ok || !p.isMigrating(fn.Origin()) {
+			continue
+		}
+		lhs, rhs := types.TypeString(c.LHS, p.qualify), types.TypeString(c.RHS, p.qualify)
+		if seen[lhs+"="+rhs] {
+			continue
+		}
+		seen[lhs+"="+rhs] = true
+		p.report(p.declOf(c.LHS, c.RHS), p.declOf(c.LHS, c.RHS), CodeExternal, fmt.Sprintf(
+			"%s is used as %s, which requires UniqueKey: once migrated it no longer implements %s; migrate that interface or keep a UniqueKey wrapper by hand",
+			rhs, lhs, lhs), nil)
+	}
+}
+
+// findConstraints runs the satisfy finder, which panics on code it does not
+// expect; a package it cannot read gets no conversion report.
+func findConstraints(f *satisfy.Finder, info *types.Info, files []*ast.File) (ok bool) {
+	defer func() {
+		if recover() != nil {
+			ok = false
+		}
+	}()
+	f.Find(info, files)
+	return true
+}
+
+// declOf returns where to report a conversion problem: the interface's
+// declaration when it is in this package, else the job type's, else the
+// package clause.
+func (p *pass) declOf(types_ ...types.Type) ast.Node {
+	for _, t := range types_ {
+		if ptr, ok := t.(*types.Pointer); ok {
+			t = ptr.Elem()
+		}
+		if n, ok := t.(*types.Named); ok {
+			if td, ok := p.typeSpecs[n.Origin().Obj()]; ok {
+				return td.spec.Name
+			}
+		}
+	}
+	return p.Files[0].Name
+}
