@@ -24,22 +24,25 @@ type database struct {
 // openDatabase returns the user's database (checked to hold none of the
 // tables the demo creates) or makes one: a throwaway server first, else a
 // fresh database on the server the tests would use.
-func openDatabase(ctx context.Context, given string, out io.Writer) (*database, error) {
+// The finder's Logf is replaced by one that writes to out.
+func openDatabase(ctx context.Context, given string, finder testdb.Finder, out io.Writer) (*database, error) {
 	if given != "" {
 		if err := checkEmpty(ctx, given); err != nil {
 			return nil, err
 		}
+		fmt.Fprintf(out, "database: %s (given with --database)\n", pgurl.Describe(given))
 		return &database{url: given}, nil
 	}
-	logf := func(format string, args ...any) { fmt.Fprintf(out, format+"\n", args...) }
-	srv, err := testdb.Finder{Logf: logf}.StartThrowaway(ctx)
+	finder.Logf = func(format string, args ...any) { fmt.Fprintf(out, format+"\n", args...) }
+	srv, err := finder.StartThrowaway(ctx)
 	if err != nil {
 		fmt.Fprintf(out, "no throwaway server (%v); looking for a running one\n", err)
-		if srv, err = (testdb.Finder{}).Find(ctx); err != nil {
+		finder.Logf = nil
+		if srv, err = finder.Find(ctx); err != nil {
 			return nil, fmt.Errorf("%w; or pass --database with the URL of an empty database", err)
 		}
 	}
-	name, err := srv.CreateDatabase(ctx, "migrate_unique_demo", "")
+	name, err := srv.CreateDatabase(ctx, "demo", "")
 	if err != nil {
 		_ = srv.Stop()
 		return nil, fmt.Errorf("create the demo's database on %s: %w", srv.Describe(), err)

@@ -28,6 +28,7 @@ import (
 	"github.com/migrate-unique/migrate-unique/compat"
 	"github.com/migrate-unique/migrate-unique/internal/layout"
 	"github.com/migrate-unique/migrate-unique/internal/pgurl"
+	"github.com/migrate-unique/migrate-unique/internal/testdb"
 )
 
 // DefaultRows is how many pending jobs step 1 creates when Options.Rows is
@@ -91,7 +92,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	d := &demo{o: o, out: o.Out, l: layout.PlainJobs()}
 	fmt.Fprintf(d.out, "migrate-unique demo: a legacy plain-jobs queue migrated to concurrency keys and limits, and back.\n\n")
 
-	db, err := openDatabase(ctx, o.DatabaseURL, d.out)
+	db, err := openDatabase(ctx, o.DatabaseURL, testdb.Finder{}, d.out)
 	if err != nil {
 		return err
 	}
@@ -101,7 +102,6 @@ func Run(ctx context.Context, o Options) (err error) {
 		}
 	}()
 	d.url = db.url
-	fmt.Fprintf(d.out, "database: %s\n", pgurl.Describe(d.url))
 
 	cfg, err := pgxpool.ParseConfig(d.url)
 	if err != nil {
@@ -165,7 +165,7 @@ type demo struct {
 	// step 2 on
 	client *compat.Client
 	// step 3
-	demoRows int64      // rows the demo added to the queue and that are still there
+	demoRows int64       // rows the demo added to the queue and that are still there
 	perKey   []perKeyJob // the per-key group's admitted jobs
 }
 
