@@ -65,6 +65,7 @@ type lockPlan struct {
 	setting     string
 	hasKeyless  bool // class plans: a keyless job of the class is in the batch
 	codeLimited bool // some job of the group has a limit in code
+	sharedClass bool // group plans: take the class's shared lock first
 }
 
 // planLocks orders the batch's groups and gives each admission the setting
@@ -90,18 +91,27 @@ func planLocks(adms []*admission) []*lockPlan {
 		gp := get(a.job.Class, a.lockKey)
 		gp.codeLimited = gp.codeLimited || a.id.Limited
 	}
-	plans := make([]*lockPlan, 0, len(byGroup))
+	all := make([]*lockPlan, 0, len(byGroup))
 	for _, p := range byGroup {
-		plans = append(plans, p)
+		all = append(all, p)
 	}
-	sort.Slice(plans, func(i, j int) bool {
-		if plans[i].class != plans[j].class {
-			return plans[i].class < plans[j].class
+	sort.Slice(all, func(i, j int) bool {
+		if all[i].class != all[j].class {
+			return all[i].class < all[j].class
 		}
-		return plans[i].key < plans[j].key
+		return all[i].key < all[j].key
 	})
-	for i, p := range plans {
+	// A class without keyless jobs only needs its shared lock: it is taken
+	// by the class's first group statement, before the group's own lock, so
+	// the order stays the same and a keyed enqueue is one lock statement.
+	plans := all[:0]
+	for i, p := range all {
 		p.setting = overrideSetting(i)
+		if p.key == "" && !p.hasKeyless && i+1 < len(all) && all[i+1].class == p.class {
+			all[i+1].sharedClass = true
+			continue
+		}
+		plans = append(plans, p)
 	}
 	for _, a := range adms {
 		a.setting = byGroup[[2]string{a.job.Class, a.lockKey}].setting
@@ -118,8 +128,12 @@ func (s *schema) lockQuery(p *lockPlan) query {
 		id := a.add(lockid.For(p.class, ""))
 		lock = "CASE WHEN " + cond + " THEN pg_advisory_xact_lock(" + id + ")::text ELSE pg_advisory_xact_lock_shared(" + id + ")::text END"
 	} else {
+		if p.sharedClass {
+			// Target-list entries are evaluated left to right.
+			lock = "pg_advisory_xact_lock_shared(" + a.add(lockid.For(p.class, "")) + ")::text, "
+		}
 		cond = a.add(p.codeLimited) + "::boolean OR s.o <> ''"
-		lock = "CASE WHEN " + cond + " THEN pg_advisory_xact_lock(" + a.add(lockid.For(p.class, p.key)) + ")::text END"
+		lock += "CASE WHEN " + cond + " THEN pg_advisory_xact_lock(" + a.add(lockid.For(p.class, p.key)) + ")::text END"
 	}
 	override := "''"
 	if s.hasLimits {

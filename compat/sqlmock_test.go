@@ -10,10 +10,11 @@ import (
 )
 
 // The exact admission statements for plain-jobs' migrated tables: a keyed
-// job with limit 2 (class lock shared, group lock, count and insert).
+// job with limit 2 (one lock statement: the class lock shared, then the
+// group lock; then count and insert), and the class-wide lock statement.
 const (
 	wantClassLock = `SELECT CASE WHEN $1::boolean AND ($2::boolean OR s.o <> '') THEN pg_advisory_xact_lock($3)::text ELSE pg_advisory_xact_lock_shared($3)::text END FROM (SELECT set_config($5, coalesce((SELECT concurrency_limit::text FROM "public"."concurrency_limits" WHERE group_name = $4), ''), true) AS o OFFSET 0) s`
-	wantGroupLock = `SELECT CASE WHEN $1::boolean OR s.o <> '' THEN pg_advisory_xact_lock($2)::text END FROM (SELECT set_config($4, coalesce((SELECT concurrency_limit::text FROM "public"."concurrency_limits" WHERE group_name = $3), ''), true) AS o OFFSET 0) s`
+	wantGroupLock = `SELECT pg_advisory_xact_lock_shared($1)::text, CASE WHEN $2::boolean OR s.o <> '' THEN pg_advisory_xact_lock($3)::text END FROM (SELECT set_config($5, coalesce((SELECT concurrency_limit::text FROM "public"."concurrency_limits" WHERE group_name = $4), ''), true) AS o OFFSET 0) s`
 	wantAdmit     = `WITH lim AS (
     SELECT coalesce(nullif(current_setting($1), '')::integer, $2::integer) AS n
 ), active AS (
@@ -95,11 +96,8 @@ func TestAdmissionStatementsArePinned(t *testing.T) {
 
 	// A keyed job, limit 2: admitted.
 	mock.ExpectBegin()
-	mock.ExpectExec(wantClassLock).
-		WithArgs(false, false, int64(-744096600792446844), "app.jobs.ChargeJob", "migrate_unique.override_0").
-		WillReturnResult(sqlmock.NewResult(0, 1))
 	mock.ExpectExec(wantGroupLock).
-		WithArgs(true, int64(7527929927103732752), "app.jobs.ChargeJob::charge-7", "migrate_unique.override_1").
+		WithArgs(int64(-744096600792446844), true, int64(7527929927103732752), "app.jobs.ChargeJob::charge-7", "migrate_unique.override_1").
 		WillReturnResult(sqlmock.NewResult(0, 1))
 	mock.ExpectQuery(wantAdmit).
 		WithArgs("migrate_unique.override_1", 2, "app.jobs.ChargeJob", "charge-7",
