@@ -222,3 +222,32 @@ func TestLockIDsArePlainJobs(t *testing.T) {
 		}
 	}
 }
+
+// TestEnqueueManyCountsEarlierJobsOfTheBatch: a batch is one transaction in
+// which each job counts every job admitted before it, across classes and
+// groups, with one result per job in order.
+func TestEnqueueManyCountsEarlierJobsOfTheBatch(t *testing.T) {
+	q := newQueue(t, legacy.SingleTable, true)
+	jobs := []Job{
+		{Class: "b.A", Value: limited("k", 2)}, {Class: "b.B", Value: limited("", 1)},
+		{Class: "b.A", Value: limited("k", 2)}, {Class: "b.B", Value: keyedJob{key: "x"}},
+		{Class: "b.A", Value: limited("k", 2)}, {Class: "b.B", Value: limited("", 2)},
+		{Class: "b.A", Value: limited("", 3)},
+	}
+	res, err := q.c.EnqueueMany(t.Context(), jobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []bool{true, true, true, true, false, false, true}
+	for i, r := range res {
+		if r.Inserted() != want[i] {
+			t.Fatalf("job %d: inserted %v, want %v (%+v)", i, r.Inserted(), want[i], r.Skipped)
+		}
+	}
+	if s := res[5].Skipped; s.Group != "b.B" || s.Active != 2 || s.Limit != 2 {
+		t.Fatalf("class-wide skip after a keyed job of the batch: %+v", s)
+	}
+	if n := q.count(t, q.l.JobsTable); n != 5 {
+		t.Fatalf("%d rows, want 5", n)
+	}
+}

@@ -1,0 +1,41 @@
+package admissionbench
+
+import (
+	"os"
+	"testing"
+
+	"github.com/migrate-unique/migrate-unique/internal/testdb"
+)
+
+func TestMain(m *testing.M) { os.Exit(testdb.Main(m)) }
+
+// TestRunIsExactAndLeavesNothingBehind runs a small benchmark: nothing is
+// admitted beyond the limit, every ratio is measured, and the scratch schema
+// is gone afterwards.
+func TestRunIsExactAndLeavesNothingBehind(t *testing.T) {
+	testdb.Heavy(t)
+	url := testdb.New(t)
+	r, err := Run(t.Context(), url, Options{BacklogRows: 2000, Samples: 5, ThroughputJobs: 400})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.OverAdmitted != 0 || r.ContentionAdmitted != r.ContentionLimit {
+		t.Fatalf("contention: %d admitted with limit %d, over %d", r.ContentionAdmitted, r.ContentionLimit, r.OverAdmitted)
+	}
+	if r.BacklogGroupRows != 200 || r.ThroughputAdmittedJobs != 400 {
+		t.Fatalf("backlog group %d rows, throughput admitted %d", r.BacklogGroupRows, r.ThroughputAdmittedJobs)
+	}
+	for name, v := range map[string]float64{"backlog": r.BacklogLatencyRatio, "naive": r.NaiveBacklogLatencyRatio, "throughput": r.ThroughputRatioVsInsert} {
+		if !(v > 0) {
+			t.Errorf("%s ratio %v not measured", name, v)
+		}
+	}
+	conn := testdb.Connect(t, url)
+	var schemas int
+	if err := conn.QueryRow(t.Context(), `SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'migrate_unique_bench_%'`).Scan(&schemas); err != nil {
+		t.Fatal(err)
+	}
+	if schemas != 0 {
+		t.Fatalf("%d scratch schemas left behind", schemas)
+	}
+}
