@@ -197,6 +197,7 @@ func (*MigratedFact) String() string { return "migrates to ConcurrencyKey" }
 type settings struct {
 	interfaces map[string]bool   // "importpath.Name"
 	renames    map[string]string // "importpath.Old" -> "New"
+	renamed    map[string]bool   // the Old names, unqualified
 }
 
 // splitQualified splits "importpath.Name" at its last dot.
@@ -238,9 +239,11 @@ func (s *settings) addRename(old, new string) error {
 		return fmt.Errorf("rename %s=%s: %q is not a Go identifier", old, new, new)
 	}
 	if s.renames == nil {
-		s.renames = map[string]string{}
+		s.renames, s.renamed = map[string]string{}, map[string]bool{}
 	}
 	s.renames[old] = new
+	_, oldName, _ := splitQualified(old)
+	s.renamed[oldName] = true
 	return nil
 }
 

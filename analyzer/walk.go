@@ -28,9 +28,17 @@ func diagnostic(n ast.Node, code Code, msg string) analysis.Diagnostic {
 // string literals and unique-violation handling.
 func (p *pass) walk(f *ast.File) {
 	for _, decl := range f.Decls {
-		enqueues := false
-		if fd, ok := decl.(*ast.FuncDecl); ok && fd.Body != nil {
-			enqueues = p.enqueues(fd.Body)
+		// Whether the function enqueues is only needed when it handles a
+		// unique violation, which is rare: decide it then, once.
+		decided, enqueues := false, false
+		inEnqueuer := func() bool {
+			if !decided {
+				decided = true
+				if fd, ok := decl.(*ast.FuncDecl); ok && fd.Body != nil {
+					enqueues = p.enqueues(fd.Body)
+				}
+			}
+			return enqueues
 		}
 		ast.Inspect(decl, func(n ast.Node) bool {
 			switch x := n.(type) {
@@ -39,10 +47,10 @@ func (p *pass) walk(f *ast.File) {
 			case *ast.SelectorExpr:
 				p.callSite(x)
 			case *ast.Ident:
-				p.ident(x, enqueues)
+				p.ident(x, inEnqueuer)
 			case *ast.BasicLit:
 				if x.Kind == token.STRING {
-					p.literal(x, enqueues)
+					p.literal(x, inEnqueuer)
 				}
 			}
 			return true
@@ -98,7 +106,10 @@ func (p *pass) isCalled(x *ast.SelectorExpr) bool {
 }
 
 // ident applies configured renames and spots pgerrcode.UniqueViolation.
-func (p *pass) ident(id *ast.Ident, enqueues bool) {
+func (p *pass) ident(id *ast.Ident, inEnqueuer func() bool) {
+	if id.Name != "UniqueViolation" && !p.s.renamed[id.Name] {
+		return // the common case, decided without a map lookup by object
+	}
 	obj := p.TypesInfo.Uses[id]
 	if obj == nil {
 		obj = p.TypesInfo.Defs[id]
@@ -106,7 +117,7 @@ func (p *pass) ident(id *ast.Ident, enqueues bool) {
 	if obj == nil || obj.Pkg() == nil || obj.Parent() != obj.Pkg().Scope() {
 		return
 	}
-	if enqueues && obj.Name() == "UniqueViolation" && obj.Pkg().Path() == pgerrcodePath {
+	if obj.Name() == "UniqueViolation" && obj.Pkg().Path() == pgerrcodePath && inEnqueuer() {
 		p.report(id, id, CodeUniqueViolation, "handles a unique violation (pgerrcode.UniqueViolation) around an enqueue: "+uniqueViolationAdvice, nil)
 		return
 	}
@@ -123,11 +134,12 @@ const uniqueViolationAdvice = "a blocked enqueue is no longer a database error; 
 
 // literal reports string literals: the span error string, SQL text naming
 // unique_key and unique-violation markers.
-func (p *pass) literal(lit *ast.BasicLit, enqueues bool) {
+func (p *pass) literal(lit *ast.BasicLit, inEnqueuer func() bool) {
 	val, err := strconv.Unquote(lit.Value)
 	if err != nil {
 		return
 	}
+	lower := strings.ToLower(val)
 	switch {
 	case val == legacySpanError:
 		quoted := strconv.Quote(newSpanError)
@@ -138,9 +150,9 @@ func (p *pass) literal(lit *ast.BasicLit, enqueues bool) {
 			Message:   `Replace "DuplicateJob" with "ConcurrencyLimitReached"`,
 			TextEdits: []analysis.TextEdit{{Pos: lit.Pos(), End: lit.End(), NewText: []byte(quoted)}},
 		})
-	case uniqueKeyColumn.MatchString(val):
+	case strings.Contains(lower, "unique_key") && uniqueKeyColumn.MatchString(val):
 		p.report(lit, lit, CodeSQL, "string names the unique_key column, which the database migration renames to concurrency_key: update it by hand", nil)
-	case enqueues && (val == "23505" || strings.Contains(strings.ToLower(val), "duplicate key")):
+	case (val == "23505" || strings.Contains(lower, "duplicate key")) && inEnqueuer():
 		p.report(lit, lit, CodeUniqueViolation, "handles a unique violation ("+strconv.Quote(val)+") around an enqueue: "+uniqueViolationAdvice, nil)
 	}
 }
