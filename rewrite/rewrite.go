@@ -205,11 +205,16 @@ func (p *planner) analyze(ctx context.Context, opts Options, patterns []string, 
 	if err != nil {
 		return err
 	}
-	// Files of the main module: the only files a fix may edit.
+	// Files of the main module: the only files a fix may edit. GoFiles, not
+	// CompiledGoFiles, and only under the module's directory: cgo's
+	// generated files and the test main live in the build cache.
 	own := map[string]bool{}
 	packages.Visit(pkgs, nil, func(pkg *packages.Package) {
 		if pkg.Module != nil && pkg.Module.Main {
-			for _, f := range pkg.CompiledGoFiles {
+			for _, f := range pkg.GoFiles {
+				if relPath(pkg.Module.Dir, f) == f {
+					continue // not under the module's directory
+				}
 				own[f] = true
 				p.loaded[f] = true
 			}
