@@ -48,6 +48,11 @@ func Down(ctx context.Context, databaseURL string, l layout.Layout, opts Options
 		saved = in.version.saved
 	}
 	rep.Saved = saved
+	if len(saved) == 0 && in.needsRenameBack() {
+		f := Finding{Message: "no unique rule was saved for this layout (it was not migrated by this tool, or its cutover never ran): down renames the column back but restores no unique rule"}
+		rep.Findings = append(rep.Findings, f)
+		r.printf("preflight %s\n", f)
+	}
 	if groups, err := scanDuplicates(ctx, r.conn, r.l, saved); err != nil {
 		return nil, err
 	} else if len(groups) > 0 {
@@ -241,4 +246,13 @@ func scanDuplicates(ctx context.Context, q querier, l layout.Layout, saved []Sav
 		}
 	}
 	return out, nil
+}
+
+func (in *inspection) needsRenameBack() bool {
+	for _, t := range in.tables {
+		if t.columns[layout.KeyColumn] {
+			return true
+		}
+	}
+	return false
 }

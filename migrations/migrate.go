@@ -248,8 +248,8 @@ func retryable(err error) bool {
 
 // HolderError says that a step did not even queue for its exclusive lock,
 // because another session has held a lock on the table for longer than a
-// quarter of the lock timeout: queueing behind it would stall every writer
-// for a whole lock timeout. The step is retried like after a lock timeout.
+// the first attempt's lock wait (see lockWait): queueing behind it would
+// stall every writer for a whole attempt. The step is retried like after a lock timeout.
 type HolderError struct {
 	PID   int
 	Table string
@@ -263,7 +263,7 @@ func (e *HolderError) Error() string {
 }
 
 // longHolder returns the oldest other session that holds a lock on one of
-// tables and whose transaction is older than a quarter of the lock timeout.
+// tables and whose transaction is older than the first attempt's lock wait.
 func (r *runner) longHolder(ctx context.Context, tables []string) (*HolderError, error) {
 	var h HolderError
 	var age float64
@@ -271,7 +271,7 @@ func (r *runner) longHolder(ctx context.Context, tables []string) (*HolderError,
 FROM pg_locks lk JOIN pg_stat_activity a ON a.pid = lk.pid
 WHERE lk.granted AND lk.pid <> pg_backend_pid() AND lk.relation IN (SELECT unnest($1::text[])::regclass)
   AND a.xact_start < now() - make_interval(secs => $2)
-ORDER BY a.xact_start LIMIT 1`, tables, r.opts.LockTimeout.Seconds()/4).Scan(&h.PID, &h.Table, &h.Mode, &age, &h.Query)
+ORDER BY a.xact_start LIMIT 1`, tables, r.lockWait(1).Seconds()).Scan(&h.PID, &h.Table, &h.Mode, &age, &h.Query)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
@@ -327,7 +327,7 @@ func (r *runner) runStep(ctx context.Context, s step) (attempts int, held time.D
 	for attempts = 1; ; attempts++ {
 		switch s.kind {
 		case stepTx:
-			held, err = r.runTx(ctx, s, attempts == r.opts.MaxAttempts)
+			held, err = r.runTx(ctx, s, attempts, attempts == r.opts.MaxAttempts)
 		case stepConcurrent:
 			err = r.runConcurrent(ctx, s)
 		default:
@@ -361,11 +361,20 @@ func (r *runner) runStep(ctx context.Context, s step) (attempts int, held time.D
 	}
 }
 
+// lockWait is how long attempt n of a step waits for its locks: an eighth
+// of LockTimeout at first, doubling up to LockTimeout. A lock that is free
+// is granted at once; a holder that just started is given a short wait, and
+// after that the long-holder check keeps the step from queueing behind it.
+func (r *runner) lockWait(n int) time.Duration {
+	first := max(r.opts.LockTimeout/8, 10*time.Millisecond)
+	return min(r.opts.LockTimeout, first<<min(n-1, 10))
+}
+
 // runTx runs the step in one transaction. Its exclusive locks are taken
 // first, in one statement bounded by both lock_timeout and statement_timeout
 // so that a writer queued behind it waits at most LockTimeout in all.
-func (r *runner) runTx(ctx context.Context, s step, last bool) (held time.Duration, err error) {
-	ms := r.opts.LockTimeout.Milliseconds()
+func (r *runner) runTx(ctx context.Context, s step, attempt int, last bool) (held time.Duration, err error) {
+	ms := r.lockWait(attempt).Milliseconds()
 	if len(s.exclusive) > 0 && !last {
 		// Queueing behind a transaction that is already long would only
 		// stall the writers behind us for a whole lock timeout: wait it out

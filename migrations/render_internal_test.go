@@ -92,3 +92,16 @@ func TestProgressRendering(t *testing.T) {
 		t.Fatalf("got %q", got)
 	}
 }
+
+func TestLockWaitStartsShortAndGrowsToTheLockTimeout(t *testing.T) {
+	r := &runner{opts: Options{LockTimeout: 2 * time.Second}.withDefaults()}
+	want := []time.Duration{250 * time.Millisecond, 500 * time.Millisecond, time.Second, 2 * time.Second, 2 * time.Second}
+	for i, w := range want {
+		if got := r.lockWait(i + 1); got != w {
+			t.Errorf("lockWait(%d) = %s, want %s", i+1, got, w)
+		}
+	}
+	if got := r.lockWait(100); got != 2*time.Second {
+		t.Errorf("lockWait(100) = %s", got)
+	}
+}
