@@ -63,7 +63,7 @@ func TestDemoEndToEnd(t *testing.T) {
 		`admitted  shop\.jobs\.ChargeCard::order-42 -> request \d+\n    skipped   shop\.jobs\.ChargeCard::order-42: 1 of 1 active`,
 		`(admitted  shop\.jobs\.RebuildSearchIndex -> request \d+\n    ){2}skipped   shop\.jobs\.RebuildSearchIndex: 2 of 2 active`,
 		`(admitted  shop\.jobs\.SyncAccount::account-7 -> request \d+\n    ){3}skipped   shop\.jobs\.SyncAccount::account-7: 3 of 3 active`,
-		`admitted  shop\.jobs\.SendEmail::digest-weekly -> request \d+, retry_attempt 1, starts in 10s`,
+		`admitted  shop\.jobs\.SendEmail::digest-weekly -> request \d+, retry_attempt 1, starts in \d+s`,
 		`again     not retryable`,
 		`admitted  shop\.jobs\.NightlyReport::nightly-report:scheduled:(\d+) -> request \d+\n    skipped   shop\.jobs\.NightlyReport::nightly-report:scheduled:\d+: 1 of 1 active`)
 	wantLines(t, 4, stepOutput(t, out, 4),
@@ -110,7 +110,7 @@ func TestDemoEndToEnd(t *testing.T) {
   (SELECT count(*) FROM plainjobs_jobrequest),
   (SELECT count(*) FROM plainjobs_jobrequest WHERE job_class = 'shop.jobs.SyncAccount' AND unique_key = 'account-7'),
   (SELECT count(*) FROM plainjobs_jobrequest WHERE job_class = 'shop.jobs.ChargeCard' AND unique_key = 'order-42'),
-  (SELECT count(*) FROM plainjobs_jobrequest WHERE job_class = 'shop.jobs.SendEmail' AND unique_key = 'digest-weekly' AND retry_attempt = 1),
+  (SELECT count(*) FROM plainjobs_jobrequest WHERE job_class = 'shop.jobs.SendEmail' AND unique_key = 'digest-weekly' AND retry_attempt = 1 AND start_at > created_at + interval '9 seconds'),
   (SELECT count(*) FROM plainjobs_jobrequest WHERE job_class = 'shop.jobs.NightlyReport' AND unique_key LIKE 'nightly-report:scheduled:%'),
   (SELECT count(*) FROM pg_tables WHERE tablename IN ('concurrency_limits', 'concurrency_slots', 'concurrency_reschedules', 'migrate_unique_version')),
   (SELECT count(*) FROM plainjobs_jobresult WHERE job_class = 'shop.jobs.SendEmail' AND retry_job_request_uuid IS NOT NULL)`).
