@@ -245,6 +245,9 @@ func (c *Client) prepare(s *schema, jobs []Job, sc trace.SpanContext) ([]*admiss
 		if !s.migrated && id.Limited && id.Limit > 1 {
 			return nil, fmt.Errorf("compat: job class %s key %q: limit %d: %w: the key column is still %s, which allows one job per key; run `migrate-unique up` first, or keep the limit at 1", j.Class, id.Key, id.Limit, ErrNotMigrated, layout.LegacyKeyColumn)
 		}
+		if !s.migrated && id.Key != "" && !id.Limited {
+			return nil, fmt.Errorf("compat: job class %s key %q without a limit: %w: the unique rule on %s still allows one active job per key; run `migrate-unique up` first, or give the job limit 1", j.Class, id.Key, ErrNotMigrated, layout.LegacyKeyColumn)
+		}
 		rec, _ := j.Value.(SkipRecorder)
 		adm := &admission{job: j, id: id, lockKey: id.Key, record: rec != nil && rec.ConcurrencySkipRecord()}
 		if id.NoOverlap {

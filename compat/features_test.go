@@ -359,9 +359,14 @@ func TestBeforeAndAfterTheMigration(t *testing.T) {
 					t.Fatalf("keyless on the legacy schema: %+v %v", r, err)
 				}
 			}
-			_, err = q.c.Enqueue(ctx, Job{Class: "new", Value: limited("y", 3)})
-			if !errors.Is(err, ErrNotMigrated) || !strings.Contains(err.Error(), "migrate-unique up") {
-				t.Fatalf("limit 3 before the migration: %v", err)
+			for _, v := range []any{limited("y", 3), keyedJob{key: "y"}, limited("", 2)} {
+				_, err = q.c.Enqueue(ctx, Job{Class: "new", Value: v})
+				if !errors.Is(err, ErrNotMigrated) || !strings.Contains(err.Error(), "migrate-unique up") {
+					t.Fatalf("%+v before the migration: %v", v, err)
+				}
+			}
+			if n := q.count(t, q.l.Tables()[0]); n != 3 {
+				t.Fatalf("%d rows after the refused jobs, want the 3 admitted", n)
 			}
 			// A second client whose cached view of the schema will go stale.
 			stale, err := NewClient(Pgx(q.pool), q.l)
