@@ -226,7 +226,7 @@ func (d *demo) whileRunning(ctx context.Context, slots *compat.Slots, group stri
 		_ = slots.Release(ctx, lease)
 		return fmt.Errorf("a fourth acquisition of %s got slot %d while %d were held", group, lease.Slot, perKeyLimit)
 	}
-	fmt.Fprintf(d.out, "  a 4th job's worker: busy, no slot (the queue reschedules it without counting an attempt)\n")
+	fmt.Fprintf(d.out, "  a 4th acquisition: busy, no slot handed out (busy is not a failure: compat.Rescheduler puts such a job back without counting an attempt)\n")
 	return nil
 }
 
