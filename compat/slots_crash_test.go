@@ -245,7 +245,12 @@ func slotCrashKeys(m map[int64]bool) []int64 {
 
 // slotCrashSurvivor claims and runs jobs until none is left.
 func slotCrashSurvivor(ctx context.Context, url, name string, running, peak *atomic.Int32) error {
-	pool, err := pgxpool.New(ctx, url)
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return err
+	}
+	cfg.MaxConns = 2
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return err
 	}

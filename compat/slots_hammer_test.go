@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/migrate-unique/migrate-unique/internal/testdb"
 )
@@ -29,6 +30,19 @@ type slotHold struct {
 	// acquiredAt and expiresAt are the database's times: acquisition and
 	// the last expiry the holder was granted (by Acquire or Extend).
 	acquiredAt, expiresAt time.Time
+}
+
+// slotConnect connects, waiting while the server has no connection to spare
+// (other test processes share it).
+func slotConnect(ctx context.Context, url string) (*pgx.Conn, error) {
+	for wait := 10 * time.Millisecond; ; wait *= 2 {
+		conn, err := pgx.Connect(ctx, url)
+		var pgErr *pgconn.PgError
+		if err == nil || !errors.As(err, &pgErr) || pgErr.Code != "53300" || wait > 5*time.Second {
+			return conn, err
+		}
+		time.Sleep(wait)
+	}
 }
 
 // TestSlotHammer runs 32 workers on separate connections against one group
@@ -58,6 +72,16 @@ func TestSlotHammer(t *testing.T) {
 	obsConn := testdb.Connect(t, url)
 	type sample struct{ unexpired, above int }
 	samples := make(chan []sample, 1)
+	var got []sample
+	var stopOnce sync.Once
+	stopObserver := func() {
+		stopOnce.Do(func() {
+			close(done)
+			got = <-samples
+		})
+	}
+	// Stop it before its connection is closed, even when the test fails.
+	t.Cleanup(stopObserver)
 	go func() {
 		var got []sample
 		defer func() { samples <- got }()
@@ -86,7 +110,7 @@ FROM concurrency_slots WHERE group_name = $1`, group, limit).Scan(&sm.unexpired,
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			conn, err := pgx.Connect(ctx, url)
+			conn, err := slotConnect(ctx, url)
 			if err != nil {
 				errs <- err
 				return
@@ -161,12 +185,11 @@ FROM concurrency_slots WHERE group_name = $1`, group, limit).Scan(&sm.unexpired,
 		}()
 	}
 	wg.Wait()
-	close(done)
+	stopObserver()
 	close(errs)
 	for err := range errs {
 		t.Fatal(err)
 	}
-	got := <-samples
 	maxSeen := 0
 	for i, sm := range got {
 		if sm.unexpired < 0 {
