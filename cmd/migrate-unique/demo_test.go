@@ -165,4 +165,8 @@ func TestDemoFlags(t *testing.T) {
 			t.Errorf("demo %v: exit %d, stdout %q, stderr %q; want exit 2 and %q", c.args, code, out, errOut, c.want)
 		}
 	}
+	code, out, errOut := runCLI(t, "demo", "--database", "postgres://u:Sup3rS3cretPw@127.0.0.1:1/x?connect_timeout=2")
+	if code != 1 || !strings.Contains(errOut, "connect to --database") || strings.Contains(out+errOut, "Sup3rS3cretPw") {
+		t.Errorf("demo with an unreachable --database: exit %d, stdout %q, stderr %q; want exit 1, the connection error, no password", code, out, errOut)
+	}
 }
