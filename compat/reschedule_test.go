@@ -311,3 +311,77 @@ FROM `+l.Table(l.RequestsTable)+` WHERE uuid = $1`, uuid).Scan(&attempt, &priori
 		t.Fatalf("request: attempt %d priority %d retries %d key %q queue %q args %s start_at %v (result %+v)", attempt, priority, retries, key, queue, args, startAt, res)
 	}
 }
+
+// TestRescheduleThenRealFailureTwoTable follows one plain-jobs job: a busy
+// reschedule leaves retry_attempt as it was; a real failure goes through
+// the normal attempt path (a result, then Client.Retry), which counts it.
+func TestRescheduleThenRealFailureTwoTable(t *testing.T) {
+	t.Parallel()
+	s := legacy.PlainJobs
+	url := slotMigratedDB(t, s)
+	l := s.Layout
+	pool := slotTestPool(t, url, 2)
+	ctx := t.Context()
+	const uuid = "0b8e2f0c-7d11-4c1e-9a57-6f1c2a9e3b44"
+	run := func(sql string) {
+		t.Helper()
+		if _, err := pool.Exec(ctx, sql, uuid); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	attemptOfRequest := func(where string) int {
+		t.Helper()
+		var n int
+		if err := pool.QueryRow(ctx, `SELECT retry_attempt FROM plainjobs_jobrequest WHERE `+where, uuid).Scan(&n); err != nil {
+			t.Fatalf("request %s: %v", where, err)
+		}
+		return n
+	}
+	// pickUp is the queue's own claim: the request becomes a process row.
+	pickUp := func() {
+		t.Helper()
+		run(`WITH r AS (DELETE FROM plainjobs_jobrequest WHERE uuid = $1 RETURNING *)
+INSERT INTO plainjobs_jobprocess (created_at, uuid, job_class, parameters, priority, source, queue, retries, retry_attempt, concurrency_key, started_at, job_request_uuid)
+SELECT created_at, gen_random_uuid(), job_class, parameters, priority, source, queue, retries, retry_attempt, concurrency_key, now(), uuid FROM r`)
+	}
+	run(`INSERT INTO plainjobs_jobrequest (created_at, uuid, job_class, parameters, source, retries, retry_attempt, concurrency_key)
+VALUES (now(), $1, 'Export', '{}', 'test', 3, 1, 'acct-7')`)
+	pickUp()
+
+	r, err := NewRescheduler(Pgx(pool), l, RescheduleOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Reschedule(ctx, "Export::acct-7", uuid); err != nil {
+		t.Fatal(err)
+	}
+	if got := attemptOfRequest("uuid = $1"); got != 1 {
+		t.Fatalf("retry_attempt after a busy reschedule: %d, want 1", got)
+	}
+
+	// It runs and fails for real: the queue records the result, and the
+	// retry path creates the next attempt.
+	pickUp()
+	var resultID int64
+	if err := pool.QueryRow(ctx, `WITH p AS (DELETE FROM plainjobs_jobprocess WHERE job_request_uuid = $1 RETURNING *)
+INSERT INTO plainjobs_jobresult (created_at, uuid, job_class, parameters, priority, source, queue, retries, retry_attempt, concurrency_key, started_at, job_request_uuid, job_process_uuid, ended_at, error, status)
+SELECT created_at, gen_random_uuid(), job_class, parameters, priority, source, queue, retries, retry_attempt, concurrency_key, started_at, job_request_uuid, uuid, now(), 'boom', 'ERRORED' FROM p
+RETURNING id`, uuid).Scan(&resultID); err != nil {
+		t.Fatal(err)
+	}
+	c, err := NewClient(Pgx(pool), l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Retry(ctx, resultID, RetryOptions{})
+	if err != nil || !res.Inserted() {
+		t.Fatalf("retry: %+v %v", res, err)
+	}
+	var retryAttempt int
+	if err := pool.QueryRow(ctx, `SELECT retry_attempt FROM plainjobs_jobrequest WHERE uuid = $1`, res.UUID).Scan(&retryAttempt); err != nil {
+		t.Fatal(err)
+	}
+	if retryAttempt != 2 {
+		t.Fatalf("retry_attempt after a real failure: %d, want 2", retryAttempt)
+	}
+}
