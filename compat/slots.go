@@ -61,7 +61,8 @@ type SlotsOptions struct {
 	// gauges are reported. Group names are unbounded (they contain
 	// concurrency keys), so the per-group gauges are opt-in: a group not
 	// listed here has no gauge series. Each collection runs one query for
-	// the listed groups.
+	// the listed groups, from the metrics SDK's goroutine: give Slots a
+	// handle that is safe for concurrent use (a pool or *sql.DB).
 	GaugeGroups []string
 }
 

@@ -36,7 +36,9 @@ type Worker struct {
 // NewWorker returns a worker named id (stored as the slots' worker_id, shown
 // by status) that takes leases of the given duration (DefaultLease when 0).
 // The lease bounds how long a crashed worker's slots stay taken; the worker
-// extends it every third of its duration while the job runs.
+// extends it every third of its duration while the job runs, from another
+// goroutine, so slots must use a handle that is safe for concurrent use (a
+// *pgxpool.Pool or *sql.DB, not a single connection).
 func NewWorker(slots *Slots, id string, lease time.Duration) (*Worker, error) {
 	switch {
 	case slots == nil:
