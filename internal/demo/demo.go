@@ -145,6 +145,9 @@ func Run(ctx context.Context, o Options) (err error) {
 	}
 	if len(failed) > 0 {
 		fmt.Fprintf(d.out, "\ndemo FAILED after %s\n", round(time.Since(start)))
+		if o.DatabaseURL == "" && !o.Keep {
+			fmt.Fprintf(d.out, "(run it again with --keep to look at the database afterwards)\n")
+		}
 		return errors.Join(failed...)
 	}
 	fmt.Fprintf(d.out, "\ndemo finished in %s: every step did what it shows.\n", round(time.Since(start)))
