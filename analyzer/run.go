@@ -228,6 +228,9 @@ func (p *pass) planInterfaces() {
 			continue
 		}
 		spec := p.typeSpecs[j.obj].spec
+		if spec == nil {
+			continue
+		}
 		m := j.legacy
 		im, local := p.ifaceField[m]
 		switch {
@@ -248,9 +251,11 @@ func (p *pass) planInterfaces() {
 			continue
 		}
 		done[im.field] = true
-		if !p.report(im.field.Names[0], im.field, CodeInterface, fmt.Sprintf(
-			"interface %s declares UniqueKey: declare ConcurrencyKey and ConcurrencyLimit instead", j.obj.Name()),
-			p.interfaceFix(im)) {
+		msg := fmt.Sprintf("interface %s declares UniqueKey: declare ConcurrencyKey and ConcurrencyLimit instead", j.obj.Name())
+		if owner := p.interfaceName(im.iface); owner != j.obj.Name() {
+			msg = fmt.Sprintf("interface %s declares UniqueKey for job interface %s: declare ConcurrencyKey and ConcurrencyLimit instead", owner, j.obj.Name())
+		}
+		if !p.report(im.field.Names[0], im.field, CodeInterface, msg, p.interfaceFix(im)) {
 			continue
 		}
 		p.migrating[m] = true
@@ -263,6 +268,16 @@ func (p *pass) planInterfaces() {
 			j.migrated = true
 		}
 	}
+}
+
+// interfaceName names the interface type declaring a method, for messages.
+func (p *pass) interfaceName(it *ast.InterfaceType) string {
+	for tn, td := range p.typeSpecs {
+		if td.spec.Type == it {
+			return tn.Name()
+		}
+	}
+	return "interface{...}"
 }
 
 // recvOrOwner names what declares a method, for messages.

@@ -25,6 +25,27 @@ type Retryable interface { // want Retryable:"legacy job interface \\(migrated\\
 	Retries() int
 }
 
+// keyed is no job interface, but Handler embeds it: it migrates with Handler.
+type keyed interface {
+	UniqueKey() string // want UniqueKey:"migrates to ConcurrencyKey" `interface keyed declares UniqueKey for job interface Handler`
+}
+
+// Handler is a job interface through keyed.
+type Handler interface { // want Handler:"legacy job interface \\(migrated\\)"
+	keyed
+	Handle(ctx context.Context) error
+}
+
+// Worker is written on one line.
+type Worker interface{ UniqueKey() string; Work() } // want Worker:"legacy job interface \\(migrated\\)" UniqueKey:"migrates to ConcurrencyKey" `interface Worker declares UniqueKey`
+
+// Hook is a Handler.
+type Hook struct{}
+
+func (Hook) UniqueKey() string { return "hook" } // want UniqueKey:"migrates to ConcurrencyKey" `job type Hook`
+
+func (Hook) Handle(ctx context.Context) error { return nil }
+
 // Report is keyed by its ID: pointer receiver, key never empty.
 type Report struct{ ID int }
 
