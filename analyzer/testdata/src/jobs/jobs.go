@@ -36,8 +36,14 @@ type Handler interface { // want Handler:"legacy job interface \\(migrated\\)"
 	Handle(ctx context.Context) error
 }
 
-// Worker is written on one line.
-type Worker interface{ UniqueKey() string; Work() } // want Worker:"legacy job interface \\(migrated\\)" UniqueKey:"migrates to ConcurrencyKey" `interface Worker declares UniqueKey`
+// single is written on one line, as gofmt keeps a one-method interface.
+type single interface{ UniqueKey() string } // want UniqueKey:"migrates to ConcurrencyKey" `interface single declares UniqueKey for job interface Worker`
+
+// Worker is a job interface through single.
+type Worker interface { // want Worker:"legacy job interface \\(migrated\\)"
+	single
+	Work()
+}
 
 // Hook is a Handler.
 type Hook struct{}
