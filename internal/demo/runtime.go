@@ -95,7 +95,7 @@ func (d *demo) enqueue(ctx context.Context) error {
 	}
 
 	occurrence := time.Now().Truncate(time.Minute).Add(time.Minute)
-	fmt.Fprintf(d.out, "  the %s occurrence of a schedule, enqueued by two schedulers:\n", occurrence.UTC().Format("15:04"))
+	fmt.Fprintf(d.out, "  the %s UTC occurrence of a schedule, enqueued by two schedulers:\n", occurrence.UTC().Format("15:04"))
 	for _, want := range []bool{true, false} {
 		job := compat.Job{Class: scheduledClass, Value: compat.Scheduled(nightlyReport{}, occurrence), StartAt: occurrence}
 		if _, err := d.enqueueCase(ctx, job, want); err != nil {
