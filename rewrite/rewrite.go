@@ -171,10 +171,14 @@ type findingKey struct {
 	message  string
 }
 
-// loadMode is what the analysis driver needs: syntax and types for every
-// package, dependencies included, since the analyzer's facts flow across
-// package boundaries.
-const loadMode = packages.LoadAllSyntax | packages.NeedModule
+// loadMode is what the analysis driver needs: syntax and types for the
+// patterns' packages (all of the module's, by default), type-checked from
+// source, and types from export data for everything else. The analyzer runs
+// on every package of the graph for its facts; outside the main module it
+// needs no syntax (a job interface of a dependency is found in its scope),
+// and the standard library is not parsed and type-checked again on every
+// run.
+const loadMode = packages.LoadSyntax | packages.NeedModule
 
 func loadConfig(ctx context.Context, opts Options, tags string, mode packages.LoadMode) *packages.Config {
 	cfg := &packages.Config{Context: ctx, Mode: mode, Dir: opts.Dir, Env: opts.Env, Tests: true}
