@@ -15,6 +15,7 @@ type fileInfo struct {
 	generated  bool
 	directives []*directive
 	silenced   map[int]bool // lines whose findings are suppressed
+	lineStarts map[int]token.Pos
 }
 
 type directive struct {
@@ -43,11 +44,14 @@ func newFileInfo(fset *token.FileSet, f *ast.File) *fileInfo {
 				reason = ""
 			}
 			fi.directives = append(fi.directives, &directive{comment: c, reason: reason})
-			// The directive covers its own line, the next one, and the
-			// line after its comment group (a doc comment above a
-			// declaration).
+			// A directive after code on its line covers that line only;
+			// one on a line of its own covers the next line and the line
+			// after its comment group (a doc comment above a declaration).
 			line := fset.Position(c.Slash).Line
-			fi.silenced[line] = true
+			if start, ok := fi.codeStart(fset, line); ok && start < c.Slash {
+				fi.silenced[line] = true
+				continue
+			}
 			fi.silenced[line+1] = true
 			fi.silenced[fset.Position(cg.End()).Line+1] = true
 		}
@@ -56,6 +60,27 @@ func newFileInfo(fset *token.FileSet, f *ast.File) *fileInfo {
 }
 
 func (fi *fileInfo) suppressed(line int) bool { return fi.silenced[line] }
+
+// codeStart returns where the first syntax node on a line starts. The
+// line index is built on first use: only files with a directive need it.
+func (fi *fileInfo) codeStart(fset *token.FileSet, line int) (token.Pos, bool) {
+	if fi.lineStarts == nil {
+		fi.lineStarts = map[int]token.Pos{}
+		ast.Inspect(fi.file, func(n ast.Node) bool {
+			switch n.(type) {
+			case nil, *ast.Comment, *ast.CommentGroup:
+				return false
+			}
+			l := fset.Position(n.Pos()).Line
+			if p, ok := fi.lineStarts[l]; !ok || n.Pos() < p {
+				fi.lineStarts[l] = n.Pos()
+			}
+			return true
+		})
+	}
+	p, ok := fi.lineStarts[line]
+	return p, ok
+}
 
 // reportDirectives reports suppression directives that give no reason.
 func (p *pass) reportDirectives() {

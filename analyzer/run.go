@@ -228,7 +228,7 @@ func (p *pass) planInterfaces() {
 			continue
 		}
 		spec := p.typeSpecs[j.obj].spec
-		if spec == nil {
+		if spec == nil || p.silenced(spec.Name) {
 			continue
 		}
 		m := j.legacy
@@ -339,8 +339,8 @@ func (p *pass) planJobTypes() {
 
 func (p *pass) planJobType(tn *types.TypeName, named *types.Named, impl []*jobIface) {
 	td := p.typeSpecs[tn]
-	if td.spec == nil {
-		return
+	if td.spec == nil || p.silenced(td.spec.Name) {
+		return // a directive on the type silences the job type as a whole
 	}
 	obj, _, _ := types.LookupFieldOrMethod(named, true, p.Pkg, legacyName)
 	fn, ok := obj.(*types.Func)
@@ -451,14 +451,20 @@ func (p *pass) isJobValue(t types.Type) bool {
 	return v
 }
 
+// silenced reports whether a directive silences the line of n.
+func (p *pass) silenced(n ast.Node) bool {
+	fi := p.files[p.Fset.File(n.Pos())]
+	return fi != nil && fi.suppressed(p.Fset.Position(n.Pos()).Line)
+}
+
 // report emits one finding unless a directive silences it, turning any
 // finding in a generated file into a "regenerate" report without a fix. It
 // reports whether the fix was emitted, i.e. whether the code is migrated.
 func (p *pass) report(from, to ast.Node, code Code, msg string, fix *analysis.SuggestedFix) bool {
-	fi := p.files[p.Fset.File(from.Pos())]
-	if fi != nil && fi.suppressed(p.Fset.Position(from.Pos()).Line) {
+	if p.silenced(from) {
 		return false
 	}
+	fi := p.files[p.Fset.File(from.Pos())]
 	if fi != nil && fi.generated {
 		code, msg, fix = CodeGenerated, "generated file: regenerate it instead of editing it ("+msg+")", nil
 	}

@@ -142,6 +142,21 @@ func (Legacy) UniqueKey() string { return "legacy" }
 
 func (Legacy) Run(ctx context.Context) error { return nil }
 
+// Adapter is silenced as a whole by a directive on its type.
+//
+// migrate-unique:ignore adapts the v1 API, which keeps UniqueKey
+type Adapter struct{}
+
+func (Adapter) UniqueKey() string { return "adapter" }
+
+func (Adapter) Run(ctx context.Context) error { return nil }
+
+// Trailing directives cover their own line only.
+var (
+	_ = "SELECT unique_key FROM a" //migrate-unique:ignore read-only report
+	_ = "SELECT unique_key FROM b" // want `string names the unique_key column`
+)
+
 // CacheItem is no job: its UniqueKey names a cache slot.
 type CacheItem struct{ Slot int }
 
