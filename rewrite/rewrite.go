@@ -319,8 +319,8 @@ func loadProblems(pkgs []*packages.Package) []string {
 func (p *planner) record(fset *token.FileSet, d analysis.Diagnostic, own map[string]bool) error {
 	pos := fset.Position(d.Pos)
 	key := findingKey{pos.Filename, pos.Offset, d.Category, d.Message}
-	f, seen := p.findings[key]
-	if !seen {
+	f := p.findings[key]
+	if f == nil {
 		f = &Finding{Position: pos, Category: d.Category, Message: d.Message}
 		p.findings[key] = f
 	}
@@ -328,9 +328,9 @@ func (p *planner) record(fset *token.FileSet, d analysis.Diagnostic, own map[str
 		return nil // none, or alternatives only a human can choose between
 	}
 	f.Fixed = true
-	if seen {
-		return nil // the same fix, seen from another package variant or tag set
-	}
+	// The same finding seen from another package variant or tag set records
+	// its edits again: identical ones merge, and a fix that differs between
+	// tag sets is a conflict rather than a silent choice.
 	for _, te := range d.SuggestedFixes[0].TextEdits {
 		end := te.End
 		if !end.IsValid() {
