@@ -176,6 +176,7 @@ type JobInterfaceFact struct {
 // AFact marks JobInterfaceFact as an analysis fact.
 func (*JobInterfaceFact) AFact() {}
 
+// String describes the fact, as analysistest fact expectations match it.
 func (f *JobInterfaceFact) String() string {
 	if f.Migrated {
 		return "legacy job interface (migrated)"
@@ -191,6 +192,7 @@ type MigratedFact struct{}
 // AFact marks MigratedFact as an analysis fact.
 func (*MigratedFact) AFact() {}
 
+// String describes the fact, as analysistest fact expectations match it.
 func (*MigratedFact) String() string { return "migrates to ConcurrencyKey" }
 
 // settings is an analyzer's parsed configuration.
