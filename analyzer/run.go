@@ -5,7 +5,6 @@ import (
 	"go/ast"
 	"go/token"
 	"go/types"
-	"strings"
 
 	"golang.org/x/tools/go/analysis"
 )
@@ -476,11 +475,15 @@ func (p *pass) report(from, to ast.Node, code Code, msg string, fix *analysis.Su
 	return fix != nil
 }
 
-// firstUpperToLower gives a receiver name for a type name.
+// receiverNameFor names a receiver after its type's initial ("recv" when
+// the type name does not start with a letter or a type parameter already
+// has that name).
 func receiverNameFor(typeName string, taken map[string]bool) string {
 	name := "recv"
-	if typeName != "" && typeName[0] >= 'A' && typeName[0] <= 'Z' || typeName != "" && typeName[0] >= 'a' && typeName[0] <= 'z' {
-		name = strings.ToLower(typeName[:1])
+	if typeName != "" {
+		if c := typeName[0] | 0x20; c >= 'a' && c <= 'z' {
+			name = string(rune(c))
+		}
 	}
 	if taken[name] {
 		name = "recv"
