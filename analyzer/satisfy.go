@@ -27,22 +27,31 @@ func (p *pass) checkConversions() {
 			continue
 		}
 		lm := legacyMethod(it)
-		if lm == nil || p.isMigrating(lm.Origin()) {
+		if lm == nil {
 			continue
 		}
 		obj, _, _ := types.LookupFieldOrMethod(c.RHS, false, p.Pkg, legacyName)
 		fn, ok := obj.(*types.Func)
-		if !ok || !p.isMigrating(fn.Origin()) {
+		if !ok {
 			continue
 		}
+		var msg string
 		lhs, rhs := types.TypeString(c.LHS, p.qualify), types.TypeString(c.RHS, p.qualify)
+		switch lhsMigrates, rhsMigrates := p.isMigrating(lm.Origin()), p.isMigrating(fn.Origin()); {
+		case rhsMigrates && !lhsMigrates:
+			msg = fmt.Sprintf("%s is used as %s, which requires UniqueKey: once migrated it no longer implements %s; migrate that interface or keep a UniqueKey wrapper by hand", rhs, lhs, lhs)
+		case lhsMigrates && !rhsMigrates && !p.isJobValue(c.RHS):
+			// A helper interface a job interface embeds migrates with it;
+			// a type that is no job but is used as it keeps UniqueKey.
+			msg = fmt.Sprintf("%s is used as %s, which migrates to ConcurrencyKey with the job interfaces, but %s is no job and keeps UniqueKey: give it ConcurrencyKey and ConcurrencyLimit by hand", rhs, lhs, rhs)
+		default:
+			continue
+		}
 		if seen[lhs+"="+rhs] {
 			continue
 		}
 		seen[lhs+"="+rhs] = true
-		p.report(p.declOf(c.LHS, c.RHS), p.declOf(c.LHS, c.RHS), CodeExternal, fmt.Sprintf(
-			"%s is used as %s, which requires UniqueKey: once migrated it no longer implements %s; migrate that interface or keep a UniqueKey wrapper by hand",
-			rhs, lhs, lhs), nil)
+		p.report(p.declOf(c.LHS, c.RHS), p.declOf(c.LHS, c.RHS), CodeExternal, msg, nil)
 	}
 }
 

@@ -26,7 +26,7 @@ type Retryable interface { // want Retryable:"legacy job interface \\(migrated\\
 }
 
 // keyed is no job interface, but Handler embeds it: it migrates with Handler.
-type keyed interface {
+type keyed interface { // want `CacheItem is used as keyed, which migrates to ConcurrencyKey with the job interfaces, but CacheItem is no job and keeps UniqueKey`
 	UniqueKey() string // want UniqueKey:"migrates to ConcurrencyKey" `interface keyed declares UniqueKey for job interface Handler`
 }
 
@@ -174,6 +174,10 @@ type Resource interface {
 }
 
 var _ Keyer = (*Report)(nil)
+
+var _ keyed = CacheItem{}
+
+var _ keyed = Hook{}
 
 // keys uses the legacy method every way there is.
 func keys(j Job, rj Retryable, r *Report, b *Batch[string], c CacheItem, k Keyer) []string {
