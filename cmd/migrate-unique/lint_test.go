@@ -217,6 +217,11 @@ func TestVetAndFixTool(t *testing.T) {
 		t.Errorf("a non-job UniqueKey was reported:\n%s", out)
 	}
 
+	diff, code := goIn(t, dir, "fix", "-fixtool="+bin, "-diff", renameFlag, "./...")
+	if code != 1 || !strings.Contains(diff, "+func (j *Job0) ConcurrencyLimit() (int, bool) {") {
+		t.Fatalf("go fix -fixtool -diff: exit %d, want 1 and the patch\n%s", code, diff)
+	}
+
 	before, err := os.ReadFile(filepath.Join(dir, "jobs001", "jobs001.go"))
 	if err != nil {
 		t.Fatal(err)
@@ -354,6 +359,22 @@ func TestLintReportsUnfixable(t *testing.T) {
 	if code == 0 || len(findingLines(vet)) != len(want) {
 		t.Errorf("go vet -vettool: exit %d, want %d findings\n%s", code, len(want), vet)
 	}
+	// -interface replaces the default detection: legacy.Job is no longer a
+	// job interface, so only the findings that need no job remain.
+	out, code = runIn(t, dir, bin, "lint", "-json", "-interface", "example.com/unfixable/legacy.Other", "./...")
+	findings = nil
+	if err := json.Unmarshal([]byte(out), &findings); err != nil || code != 1 {
+		t.Fatalf("lint -interface: exit %d, %v\n%s", code, err, out)
+	}
+	codes = codes[:0]
+	for _, f := range findings {
+		codes = append(codes, f.Code)
+	}
+	sort.Strings(codes)
+	if got := strings.Join(codes, " "); got != "directive sql unique-violation" {
+		t.Errorf("lint -interface: codes %q\n%s", got, out)
+	}
+
 	if out, code := runIn(t, dir, bin, "lint", "-interface", "nodot", "./..."); code != 2 || !strings.Contains(out, "want importpath.Name") {
 		t.Errorf("lint -interface nodot: exit %d\n%s", code, out)
 	}
