@@ -46,6 +46,16 @@ func (p *pass) walk(f *ast.File) {
 				return false
 			case *ast.SelectorExpr:
 				p.callSite(x)
+			case *ast.TypeAssertExpr:
+				if x.Type != nil {
+					p.assertion(x.Type)
+				}
+			case *ast.TypeSwitchStmt:
+				for _, clause := range x.Body.List {
+					for _, typ := range clause.(*ast.CaseClause).List {
+						p.assertion(typ)
+					}
+				}
 			case *ast.Ident:
 				p.ident(x, inEnqueuer)
 			case *ast.BasicLit:
@@ -86,6 +96,38 @@ func (p *pass) callSite(x *ast.SelectorExpr) {
 			Message:   "Rename UniqueKey to ConcurrencyKey",
 			TextEdits: []analysis.TextEdit{{Pos: x.Sel.Pos(), End: x.Sel.End(), NewText: []byte(keyName)}},
 		})
+}
+
+// assertion reports a type assertion or type switch case to an interface
+// that requires a UniqueKey which does not migrate, in a package that knows
+// a migrated job interface: migrated jobs stop matching it at run time, with
+// no compile error to tell.
+func (p *pass) assertion(typ ast.Expr) {
+	t := p.TypesInfo.TypeOf(typ)
+	if t == nil {
+		return
+	}
+	it, ok := t.Underlying().(*types.Interface)
+	if !ok {
+		return
+	}
+	lm := legacyMethod(it)
+	if lm == nil || p.isMigrating(lm.Origin()) || !p.knowsMigratedJobs() {
+		return
+	}
+	p.report(typ, typ, CodeExternal, "type assertion to "+types.TypeString(t, p.qualify)+
+		", which requires UniqueKey: migrated jobs no longer match it at run time; test for ConcurrencyKey and ConcurrencyLimit instead", nil)
+}
+
+// knowsMigratedJobs reports whether a job interface this package knows is
+// migrated.
+func (p *pass) knowsMigratedJobs() bool {
+	for _, j := range p.jobIfaces {
+		if j.migrated {
+			return true
+		}
+	}
+	return false
 }
 
 // isCalled reports whether a selector is the function of a call; the

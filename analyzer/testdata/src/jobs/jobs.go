@@ -197,6 +197,21 @@ func keys(j Job, rj Retryable, r *Report, b *Batch[string], c CacheItem, k Keyer
 	}
 }
 
+// optionalKey reads a key through the optional-interface idiom: migrated
+// jobs stop matching these interfaces without a compile error.
+func optionalKey(v any) string {
+	if k, ok := v.(interface{ UniqueKey() string }); ok { // want `type assertion to interface\{UniqueKey\(\) string\}, which requires UniqueKey`
+		return k.UniqueKey()
+	}
+	switch x := v.(type) {
+	case Keyer: // want `type assertion to Keyer, which requires UniqueKey`
+		return x.UniqueKey()
+	case Job:
+		return x.UniqueKey() // want `call of Job.UniqueKey`
+	}
+	return ""
+}
+
 // firstKey calls through a type parameter constrained by Job.
 func firstKey[J Job](js []J) string {
 	return js[0].UniqueKey() // want `call of J.UniqueKey`
