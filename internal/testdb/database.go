@@ -95,12 +95,30 @@ func (s *Server) EnsureTemplate(ctx context.Context, key string, setup func(ctx 
 }
 
 func (s *Server) admin(ctx context.Context, f func(*pgx.Conn) error) error {
-	conn, err := pgx.Connect(ctx, s.URL)
+	conn, err := Dial(ctx, s.URL)
 	if err != nil {
 		return err
 	}
 	defer conn.Close(context.Background())
 	return f(conn)
+}
+
+// Dial connects to url, waiting (up to about ten seconds) while the server
+// has no connection slot to spare (SQLSTATE 53300): test processes share one
+// server, and a hammer in one of them may hold most of its connections.
+func Dial(ctx context.Context, url string) (*pgx.Conn, error) {
+	for delay := 20 * time.Millisecond; ; delay *= 2 {
+		conn, err := pgx.Connect(ctx, url)
+		var pgErr *pgconn.PgError
+		if err == nil || !errors.As(err, &pgErr) || pgErr.Code != "53300" || delay > 5*time.Second {
+			return conn, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(delay):
+		}
+	}
 }
 
 // retryBusy retries f while the template is being accessed by another

@@ -102,7 +102,7 @@ func New(t TB, opts ...Option) string {
 // Connect opens a connection to url that is closed when the test ends.
 func Connect(t TB, url string) *pgx.Conn {
 	t.Helper()
-	conn, err := pgx.Connect(t.Context(), url)
+	conn, err := Dial(t.Context(), url)
 	if err != nil {
 		t.Fatalf("connect: %v", err)
 	}
@@ -122,7 +122,7 @@ func Heavy(t TB) {
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
-	conn, err := pgx.Connect(context.Background(), srv.URL)
+	conn, err := Dial(context.Background(), srv.URL)
 	if err != nil {
 		t.Fatalf("heavy test lock: %v", err)
 	}
