@@ -38,7 +38,7 @@ func TestUpRetriesPastALockHolderWithoutStallingWriters(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	const writers = 8
+	const writers = 4
 	var wrote, failed atomic.Int64
 	var firstErr atomic.Value
 	stop := make(chan struct{})

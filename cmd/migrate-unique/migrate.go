@@ -37,7 +37,7 @@ func parseMigrateFlags(e *env, name, usage string, args []string, run bool) (*mi
 	f := &migrateFlags{layout: layout.RegisterFlags(fs)}
 	f.database = fs.String("database", "", databaseFlagUsage)
 	if run {
-		f.lockTimeout = fs.Duration("lock-timeout", migrations.DefaultLockTimeout, "longest wait for a lock on a queue table per attempt; a writer queued behind the migration waits at most this long")
+		f.lockTimeout = fs.Duration("lock-timeout", migrations.DefaultLockTimeout, "longest wait for a lock on a queue table per attempt (the first waits an eighth of it, retries double up to it); a writer queued behind the migration waits at most this long")
 		f.maxAttempts = fs.Int("max-attempts", migrations.DefaultMaxAttempts, "attempts per step when a lock is not available (55P03) or a deadlock (40P01) occurs, with jittered backoff in between")
 		f.longTx = fs.Duration("long-transaction", migrations.DefaultLongTransaction, "refuse to start while another session holding a lock on a queue table has been in (or idle in) a transaction longer than this")
 	}
