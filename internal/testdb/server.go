@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/migrate-unique/migrate-unique/internal/pgurl"
 )
@@ -116,7 +117,7 @@ func (f Finder) Find(ctx context.Context) (*Server, error) {
 
 // ping connects once, failing fast.
 func ping(ctx context.Context, u string) error {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	cfg, err := pgx.ParseConfig(u)
 	if err != nil {
@@ -125,7 +126,16 @@ func ping(ctx context.Context, u string) error {
 	if cfg.ConnectTimeout == 0 || cfg.ConnectTimeout > 5*time.Second {
 		cfg.ConnectTimeout = 5 * time.Second
 	}
-	conn, err := pgx.ConnectConfig(ctx, cfg)
+	var conn *pgx.Conn
+	for delay := 20 * time.Millisecond; ; delay *= 2 {
+		conn, err = pgx.ConnectConfig(ctx, cfg)
+		var pgErr *pgconn.PgError
+		// A full server (53300) is there all the same: wait for a slot.
+		if err == nil || !errors.As(err, &pgErr) || pgErr.Code != "53300" || delay > 2*time.Second {
+			break
+		}
+		time.Sleep(delay)
+	}
 	if err != nil {
 		return pgurl.RedactError(u, err)
 	}
