@@ -33,9 +33,10 @@ type pass struct {
 	ifaceField map[*types.Func]ifaceMethod
 
 	jobIfaces []*jobIface
-	migrating map[*types.Func]bool // local methods renamed to ConcurrencyKey
-	jobValue  map[types.Type]bool  // cache for isJobValue
-	callees   map[ast.Expr]bool    // functions of calls, built on first use
+	migrating map[*types.Func]bool   // local methods renamed to ConcurrencyKey
+	jobValue  map[types.Type]bool    // cache for isJobValue
+	callees   map[ast.Expr]bool      // functions of calls, built on first use
+	tags      map[*ast.BasicLit]bool // struct field tags, built on first use
 }
 
 type typeDecl struct {

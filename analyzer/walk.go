@@ -20,6 +20,63 @@ const (
 // uniqueKeyColumn matches the legacy column name as a whole word.
 var uniqueKeyColumn = regexp.MustCompile(`(?i)(^|[^a-z0-9_])unique_key([^a-z0-9_]|$)`)
 
+// columnOnly matches a string that is only a column reference
+// ("unique_key", "r.unique_key", `"unique_key"`), as query builders use.
+var columnOnly = regexp.MustCompile(`(?i)^\s*([a-z_][a-z0-9_]*\.)?"?unique_key"?\s*$`)
+
+// sqlShapes are shapes of SQL text: a statement's clause pairs, a
+// comparison on the column, a parenthesised column list. Prose that
+// mentions the column ("tables with a unique_key column, and the flags that
+// select them") matches none.
+var sqlShapes = []*regexp.Regexp{
+	regexp.MustCompile(`(?is)\bselect\b.*\bfrom\b`),
+	regexp.MustCompile(`(?is)\binsert\s+into\b`),
+	regexp.MustCompile(`(?is)\bupdate\b.*\bset\b`),
+	regexp.MustCompile(`(?is)\bdelete\s+from\b`),
+	regexp.MustCompile(`(?is)\b(alter|create|drop)\s+(unique\s+)?(table|index|constraint|column)\b`),
+	regexp.MustCompile(`(?is)\bon\s+conflict\b`),
+	regexp.MustCompile(`(?is)\bjoin\b.*\bon\b`),
+	regexp.MustCompile(`(?is)\breturning\b`),
+	regexp.MustCompile(`(?is)unique_key"?\s*(=|<>|!=|<|>|\bis\b|\bin\s*\(|\blike\b)`),
+	regexp.MustCompile(`(?i)\(\s*([a-z_][a-z0-9_."]*\s*,\s*)*"?unique_key"?(\s*,\s*[a-z_][a-z0-9_."]*)*\s*\)`),
+}
+
+// namesColumn reports whether a string literal refers to the unique_key
+// column: a bare column reference, or SQL text naming it.
+func namesColumn(val string) bool {
+	if !uniqueKeyColumn.MatchString(val) {
+		return false
+	}
+	if columnOnly.MatchString(val) {
+		return true
+	}
+	for _, re := range sqlShapes {
+		if re.MatchString(val) {
+			return true
+		}
+	}
+	return false
+}
+
+// hasWord reports whether a camelCase or snake_case identifier contains
+// word (lower case) as one of its words: EnqueueTx and tryEnqueue do,
+// inEnqueuer does not.
+func hasWord(ident, word string) bool {
+	start := 0
+	for i := 1; i <= len(ident); i++ {
+		boundary := i == len(ident) || ident[i] == '_' ||
+			(ident[i] >= 'A' && ident[i] <= 'Z' && ident[i-1] >= 'a' && ident[i-1] <= 'z')
+		if !boundary {
+			continue
+		}
+		if strings.EqualFold(strings.Trim(ident[start:i], "_"), word) {
+			return true
+		}
+		start = i
+	}
+	return false
+}
+
 func diagnostic(n ast.Node, code Code, msg string) analysis.Diagnostic {
 	return analysis.Diagnostic{Pos: n.Pos(), End: n.End(), Category: string(code), Message: msg}
 }
@@ -192,11 +249,31 @@ func (p *pass) literal(lit *ast.BasicLit, inEnqueuer func() bool) {
 			Message:   `Replace "DuplicateJob" with "ConcurrencyLimitReached"`,
 			TextEdits: []analysis.TextEdit{{Pos: lit.Pos(), End: lit.End(), NewText: []byte(quoted)}},
 		})
-	case strings.Contains(lower, "unique_key") && uniqueKeyColumn.MatchString(val):
-		p.report(lit, lit, CodeSQL, "string names the unique_key column, which the database migration renames to concurrency_key: update it by hand", nil)
+	case strings.Contains(lower, "unique_key") && (p.isTag(lit) && uniqueKeyColumn.MatchString(val) || namesColumn(val)):
+		what := "string names"
+		if p.isTag(lit) {
+			what = "struct tag names"
+		}
+		p.report(lit, lit, CodeSQL, what+" the unique_key column, which the database migration renames to concurrency_key: update it by hand", nil)
 	case (val == "23505" || strings.Contains(lower, "duplicate key")) && inEnqueuer():
 		p.report(lit, lit, CodeUniqueViolation, "handles a unique violation ("+strconv.Quote(val)+") around an enqueue: "+uniqueViolationAdvice, nil)
 	}
+}
+
+// isTag reports whether a literal is a struct field's tag.
+func (p *pass) isTag(lit *ast.BasicLit) bool {
+	if p.tags == nil {
+		p.tags = map[*ast.BasicLit]bool{}
+		for _, f := range p.Files {
+			ast.Inspect(f, func(n ast.Node) bool {
+				if fld, ok := n.(*ast.Field); ok && fld.Tag != nil {
+					p.tags[fld.Tag] = true
+				}
+				return true
+			})
+		}
+	}
+	return p.tags[lit]
 }
 
 // enqueues reports whether a function body enqueues a job: it calls a
@@ -215,7 +292,7 @@ func (p *pass) enqueues(body *ast.BlockStmt) bool {
 		case *ast.SelectorExpr:
 			name = fun.Sel.Name
 		}
-		if strings.Contains(strings.ToLower(name), "enqueue") {
+		if hasWord(name, "enqueue") {
 			found = true
 			return false
 		}

@@ -226,6 +226,24 @@ const spanError = "DuplicateJob" // want `span error string "DuplicateJob"`
 // selectByKey names the legacy column.
 const selectByKey = `SELECT id FROM plainjobs_jobrequest WHERE unique_key = $1` // want `string names the unique_key column`
 
+// row maps the legacy column.
+type row struct {
+	Key string `db:"unique_key"` // want `struct tag names the unique_key column`
+}
+
+var (
+	keyColumn = "unique_key"                                                           // want `string names the unique_key column`
+	qualified = "r.unique_key"                                                         // want `string names the unique_key column`
+	prose     = "moves a queue from unique_key to concurrency keys"                    // prose, not SQL: silent
+	message   = "tables with a unique_key column, and the flags that select them"      // prose too
+	usage     = "cutover (rename unique_key to concurrency_key, drop the unique rule)" // prose too
+	columns   = "(job_class, unique_key)"                                              // want `string names the unique_key column`
+	upsert    = "INSERT INTO q (k) VALUES ($1) ON CONFLICT (unique_key) DO NOTHING"    // want `string names the unique_key column`
+)
+
+// inEnqueuer only has "enqueue" inside a longer word: it enqueues nothing.
+func inEnqueuer(err error) bool { return strings.Contains(err.Error(), "duplicate key") }
+
 // Enqueue inserts a job.
 func Enqueue(ctx context.Context, j Job) error {
 	if _, err := fmt.Println(selectByKey, spanError, j.UniqueKey()); err != nil { // want `call of Job.UniqueKey`
