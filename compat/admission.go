@@ -119,29 +119,59 @@ func planLocks(adms []*admission) []*lockPlan {
 	return plans
 }
 
-// lockQuery renders a lock statement.
+// lockQuery renders a lock statement. Its text depends only on the plan's
+// shape, so it is built once per shape; the arguments follow the text's
+// placeholders in order.
 func (s *schema) lockQuery(p *lockPlan) query {
+	var args []any
+	shape := "lock/keyed"
+	switch {
+	case p.key == "":
+		shape = "lock/class"
+		args = append(args, p.hasKeyless, p.codeLimited, lockid.For(p.class, ""))
+	case p.sharedClass:
+		shape = "lock/keyed+class"
+		args = append(args, lockid.For(p.class, ""), p.codeLimited, lockid.For(p.class, p.key))
+	default:
+		args = append(args, p.codeLimited, lockid.For(p.class, p.key))
+	}
+	if s.hasLimits {
+		args = append(args, layout.GroupName(p.class, p.key))
+	}
+	args = append(args, p.setting)
+	return query{sql: s.text(shape, func() string { return s.lockText(p.key == "", p.sharedClass) }), args: args}
+}
+
+func (s *schema) lockText(class, sharedClass bool) string {
 	var a sqlArgs
-	var cond, lock string
-	if p.key == "" {
-		cond = a.add(p.hasKeyless) + "::boolean AND (" + a.add(p.codeLimited) + "::boolean OR s.o <> '')"
-		id := a.add(lockid.For(p.class, ""))
+	var lock string
+	if class {
+		cond := a.add(nil) + "::boolean AND (" + a.add(nil) + "::boolean OR s.o <> '')"
+		id := a.add(nil)
 		lock = "CASE WHEN " + cond + " THEN pg_advisory_xact_lock(" + id + ")::text ELSE pg_advisory_xact_lock_shared(" + id + ")::text END"
 	} else {
-		if p.sharedClass {
+		if sharedClass {
 			// Target-list entries are evaluated left to right.
-			lock = "pg_advisory_xact_lock_shared(" + a.add(lockid.For(p.class, "")) + ")::text, "
+			lock = "pg_advisory_xact_lock_shared(" + a.add(nil) + ")::text, "
 		}
-		cond = a.add(p.codeLimited) + "::boolean OR s.o <> ''"
-		lock += "CASE WHEN " + cond + " THEN pg_advisory_xact_lock(" + a.add(lockid.For(p.class, p.key)) + ")::text END"
+		cond := a.add(nil) + "::boolean OR s.o <> ''"
+		lock += "CASE WHEN " + cond + " THEN pg_advisory_xact_lock(" + a.add(nil) + ")::text END"
 	}
 	override := "''"
 	if s.hasLimits {
 		override = "coalesce((SELECT concurrency_limit::text FROM " + s.l.Table(layout.LimitsTable) +
-			" WHERE group_name = " + a.add(layout.GroupName(p.class, p.key)) + "), '')"
+			" WHERE group_name = " + a.add(nil) + "), '')"
 	}
-	sql := "SELECT " + lock + " FROM (SELECT set_config(" + a.add(p.setting) + ", " + override + ", true) AS o OFFSET 0) s"
-	return query{sql: sql, args: a}
+	return "SELECT " + lock + " FROM (SELECT set_config(" + a.add(nil) + ", " + override + ", true) AS o OFFSET 0) s"
+}
+
+// text returns the statement text of a shape, building it on first use.
+func (s *schema) text(shape string, build func() string) string {
+	if t, ok := s.texts.Load(shape); ok {
+		return t.(string)
+	}
+	t, _ := s.texts.LoadOrStore(shape, build())
+	return t.(string)
 }
 
 // admitResult is the row an admission statement returns.
@@ -153,32 +183,49 @@ type admitResult struct {
 	uuid    *string
 }
 
-// admitQuery renders the count-and-insert statement of one job.
+// admitQuery renders the count-and-insert statement of one job: the text
+// once per shape (class-wide, keyed, prefix), the arguments in the order of
+// its placeholders.
 func (s *schema) admitQuery(adm *admission, out *admitResult) query {
-	var a sqlArgs
-	l := s.l
 	var codeLimit any
 	if adm.id.Limited {
 		codeLimit = adm.id.Limit
 	}
-	var b strings.Builder
-	b.WriteString("WITH lim AS (\n    SELECT coalesce(nullif(current_setting(" + a.add(adm.setting) + "), '')::integer, " + a.add(codeLimit) + "::integer) AS n\n), active AS (\n    SELECT t, id FROM (")
-
-	class := a.add(adm.job.Class)
-	var keyCond string
-	key := layout.Ident(s.keyCol)
+	args := []any{adm.setting, codeLimit, adm.job.Class}
+	shape := "admit/class"
 	switch {
 	case adm.lockKey == "":
 	case adm.id.NoOverlap:
+		shape = "admit/prefix"
+		p := adm.id.Prefix
+		args = append(args, p, p[:len(p)-1]+string([]byte{p[len(p)-1] + 1})) // validate keeps the last byte below 0xff
+	default:
+		shape = "admit/keyed"
+		args = append(args, adm.id.Key)
+	}
+	args = s.rowArgs(s.requests, adm, "", args)
+	return query{sql: s.text(shape, func() string { return s.admitText(shape) }), args: args, scan: func(r Row) error {
+		return r.Scan(&out.limit, &out.active, &out.holders, &out.id, &out.uuid)
+	}}
+}
+
+func (s *schema) admitText(shape string) string {
+	var a sqlArgs
+	l := s.l
+	var b strings.Builder
+	b.WriteString("WITH lim AS (\n    SELECT coalesce(nullif(current_setting(" + a.add(nil) + "), '')::integer, " + a.add(nil) + "::integer) AS n\n), active AS (\n    SELECT t, id FROM (")
+	class := a.add(nil)
+	var keyCond string
+	key := layout.Ident(s.keyCol)
+	switch shape {
+	case "admit/prefix":
 		collate := ""
 		if !s.cCollation {
 			collate = ` COLLATE "C"`
 		}
-		p := adm.id.Prefix
-		hi := p[:len(p)-1] + string(p[len(p)-1]+1)
-		keyCond = " AND " + key + collate + " >= " + a.add(p) + " AND " + key + collate + " < " + a.add(hi)
-	default:
-		keyCond = " AND " + key + " = " + a.add(adm.id.Key)
+		keyCond = " AND " + key + collate + " >= " + a.add(nil) + " AND " + key + collate + " < " + a.add(nil)
+	case "admit/keyed":
+		keyCond = " AND " + key + " = " + a.add(nil)
 	}
 	stateCond := ""
 	if l.SingleTable() {
@@ -194,7 +241,7 @@ func (s *schema) admitQuery(adm *admission, out *admitResult) query {
 	}
 	b.WriteString("\n    ) a LIMIT (SELECT n FROM lim)\n), ins AS (\n    ")
 
-	cols, vals := s.rowValues(s.requests, adm, &a, "")
+	cols, vals := s.rowText(s.requests, &a)
 	returning := id + " AS r_id, NULL::text AS r_uuid"
 	if s.requests.has("uuid") {
 		returning = id + " AS r_id, " + layout.Ident("uuid") + "::text AS r_uuid"
@@ -202,82 +249,109 @@ func (s *schema) admitQuery(adm *admission, out *admitResult) query {
 	fmt.Fprintf(&b, "INSERT INTO %s (%s)\n    SELECT %s\n    WHERE (SELECT n FROM lim) IS NULL OR (SELECT count(*) FROM active) < (SELECT n FROM lim)\n    RETURNING %s\n)\n",
 		l.Table(s.requests.name), strings.Join(cols, ", "), strings.Join(vals, ", "), returning)
 	b.WriteString("SELECT (SELECT n FROM lim), (SELECT count(*) FROM active), coalesce((SELECT string_agg(t || ':' || id::text, ',') FROM active), ''), (SELECT r_id FROM ins), (SELECT r_uuid FROM ins)")
-	return query{sql: b.String(), args: a, scan: func(r Row) error {
-		return r.Scan(&out.limit, &out.active, &out.holders, &out.id, &out.uuid)
-	}}
+	return b.String()
 }
 
-// rowValues returns the columns and value expressions of a new row of t for
-// the job: every column the runtime knows that t has. state is the state of
-// a single-table row; "" means the pending state.
-func (s *schema) rowValues(t *table, adm *admission, a *sqlArgs, state string) (cols, vals []string) {
+// rowField is one column of a new row: its value expression, in which "?"
+// stands for the field's parameter when it has one (val non-nil).
+type rowField struct {
+	col  string
+	expr string
+	val  func(adm *admission, state string) any
+}
+
+// rowFields lists the columns of a new row of t: every column the runtime
+// knows that t has, in a fixed order.
+func (s *schema) rowFields(t *table) []rowField {
 	l := s.l
-	j := adm.job
-	add := func(col, val string) {
+	var fs []rowField
+	add := func(col, expr string, val func(*admission, string) any) {
 		if t.has(col) {
-			cols = append(cols, layout.Ident(col))
-			vals = append(vals, val)
+			fs = append(fs, rowField{col, expr, val})
 		}
 	}
-	add(l.ClassColumn, a.add(j.Class))
+	add(l.ClassColumn, "?", func(a *admission, _ string) any { return a.job.Class })
+	keyExpr := "nullif(?, '')"
 	if t.cols[s.keyCol].notNull {
-		add(s.keyCol, a.add(adm.id.Key))
-	} else {
-		add(s.keyCol, "nullif("+a.add(adm.id.Key)+", '')")
+		keyExpr = "?"
 	}
+	add(s.keyCol, keyExpr, func(a *admission, _ string) any { return a.id.Key })
 	for _, c := range []string{"parameters", "args", "payload"} {
 		if col, ok := t.cols[c]; ok {
-			v := a.add(j.args) + "::jsonb"
+			expr := "?::jsonb"
 			if col.notNull {
-				v = "coalesce(" + v + ", '{}')"
+				expr = "coalesce(?::jsonb, '{}')"
 			}
-			add(c, v)
+			add(c, expr, func(a *admission, _ string) any { return a.job.args })
 			break
 		}
 	}
-	if t.has("priority") {
-		add("priority", a.add(j.Priority))
-	}
-	if t.has("queue") {
-		add("queue", a.add(j.Queue))
-	}
-	if t.has("retries") {
-		add("retries", a.add(j.Retries))
-	}
-	if t.has("retry_attempt") {
-		add("retry_attempt", a.add(j.RetryAttempt))
-	}
+	add("priority", "?", func(a *admission, _ string) any { return a.job.Priority })
+	add("queue", "?", func(a *admission, _ string) any { return a.job.Queue })
+	add("retries", "?", func(a *admission, _ string) any { return a.job.Retries })
+	add("retry_attempt", "?", func(a *admission, _ string) any { return a.job.RetryAttempt })
 	startCol := "start_at"
 	if l.SingleTable() {
 		startCol = l.RunAtColumn
 	}
 	if col, ok := t.cols[startCol]; ok {
-		var start any
-		if !j.StartAt.IsZero() {
-			start = j.StartAt.UTC()
-		}
-		v := a.add(start) + "::timestamptz"
+		expr := "?::timestamptz"
 		if col.notNull {
-			v = "coalesce(" + v + ", now())"
+			expr = "coalesce(?::timestamptz, now())"
 		}
-		add(startCol, v)
+		add(startCol, expr, func(a *admission, _ string) any {
+			if a.job.StartAt.IsZero() {
+				return nil
+			}
+			return a.job.StartAt.UTC()
+		})
 	}
-	add("created_at", "now()")
-	add("uuid", "gen_random_uuid()")
-	if t.has("source") {
-		add("source", a.add(j.Source))
-	}
+	add("created_at", "now()", nil)
+	add("uuid", "gen_random_uuid()", nil)
+	add("source", "?", func(a *admission, _ string) any { return a.job.Source })
 	if t.has("trace_id") && t.has("span_id") {
-		add("trace_id", a.add(j.traceID))
-		add("span_id", a.add(j.spanID))
+		add("trace_id", "?", func(a *admission, _ string) any { return a.job.traceID })
+		add("span_id", "?", func(a *admission, _ string) any { return a.job.spanID })
 	}
 	if l.SingleTable() {
-		if state == "" {
-			state = l.PendingState()
+		add(l.StateColumn, "?", func(_ *admission, state string) any {
+			if state == "" {
+				return l.PendingState()
+			}
+			return state
+		})
+	}
+	return fs
+}
+
+// rowText renders the columns and value expressions of t's new rows,
+// numbering their parameters after a's.
+func (s *schema) rowText(t *table, a *sqlArgs) (cols, vals []string) {
+	for _, f := range s.rowFields(t) {
+		cols = append(cols, layout.Ident(f.col))
+		if f.val == nil {
+			vals = append(vals, f.expr)
+			continue
 		}
-		add(l.StateColumn, a.add(state))
+		vals = append(vals, strings.Replace(f.expr, "?", a.add(nil), 1))
 	}
 	return cols, vals
+}
+
+// rowArgs appends the parameters of a new row of t for adm, in the order of
+// rowText's placeholders. state is the state of a single-table row; ""
+// means the pending state.
+func (s *schema) rowArgs(t *table, adm *admission, state string, args []any) []any {
+	fs, ok := s.fields.Load(t.name)
+	if !ok {
+		fs, _ = s.fields.LoadOrStore(t.name, s.rowFields(t))
+	}
+	for _, f := range fs.([]rowField) {
+		if f.val != nil {
+			args = append(args, f.val(adm, state))
+		}
+	}
+	return args
 }
 
 // SkipRecordState is the state of a skip record in a single-table layout;
@@ -311,9 +385,10 @@ func (s *schema) skipRecordQuery(adm *admission, sk *Skip, at time.Time, out *in
 	if err != nil {
 		return query{}, err
 	}
-	var a sqlArgs
 	t := s.results
-	cols, vals := s.rowValues(t, adm, &a, SkipRecordState)
+	var a sqlArgs
+	cols, vals := s.rowText(t, &a)
+	a = s.rowArgs(t, adm, SkipRecordState, a[:0:0])
 	add := func(col, val string) {
 		if t.has(col) {
 			cols = append(cols, layout.Ident(col))

@@ -149,7 +149,7 @@ func (id Identity) validate(class string, maxLen int) error {
 		return fmt.Errorf("%w: job class %s: concurrency key %q contains a NUL byte, which PostgreSQL text cannot hold", ErrInvalidJob, class, id.Key)
 	case maxLen > 0 && utf8.RuneCountInString(id.Key) > maxLen:
 		return fmt.Errorf("%w: job class %s: concurrency key %.40q... is %d characters long; the key column holds at most %d", ErrInvalidJob, class, id.Key, utf8.RuneCountInString(id.Key), maxLen)
-	case id.NoOverlap && (id.Prefix == "" || !strings.HasPrefix(id.Key, id.Prefix)):
+	case id.NoOverlap && (id.Prefix == "" || !strings.HasPrefix(id.Key, id.Prefix) || id.Prefix[len(id.Prefix)-1] == 0xff):
 		return fmt.Errorf("%w: job class %s: no-overlap key %q does not start with its schedule prefix %q; build it with Scheduled", ErrInvalidJob, class, id.Key, id.Prefix)
 	}
 	return nil

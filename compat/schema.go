@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/migrate-unique/migrate-unique/internal/layout"
 )
@@ -58,6 +59,9 @@ type schema struct {
 	// cCollation is true when the key column sorts bytewise, so a prefix is
 	// an index range without COLLATE "C".
 	cCollation bool
+
+	texts  sync.Map // statement shape -> text
+	fields sync.Map // table name -> []rowField
 }
 
 const catalogQuery = `SELECT c.relname, a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull, a.atthasdef,

@@ -112,9 +112,14 @@ const (
 // bench is one run in one scratch schema.
 type bench struct {
 	o    Options
-	l    layout.Layout
+	l    layout.Layout // the tables of the contention, throughput and backlog runs
 	pool *pgxpool.Pool
 	c    *compat.Client
+	// empty is a second pair of tables in the same schema that stays
+	// (nearly) empty: the latency baseline, sampled interleaved with the
+	// backlog so load drift on the machine hits both alike.
+	empty  layout.Layout
+	emptyC *compat.Client
 }
 
 // Run creates a scratch schema, measures, and drops the schema, whatever
@@ -138,13 +143,17 @@ func Run(ctx context.Context, url string, o Options) (*Result, error) {
 		return nil, pgurl.RedactError(url, err)
 	}
 	defer pool.Close()
-	b := &bench{o: o, l: l, pool: pool}
+	b := &bench{o: o, l: l, pool: pool, empty: l}
+	b.empty.RequestsTable, b.empty.ProcessesTable = "empty_jobrequest", "empty_jobprocess"
 	if err := b.create(ctx); err != nil {
 		b.drop()
 		return nil, err
 	}
 	defer b.drop()
 	if b.c, err = compat.NewClient(compat.Pgx(pool), l); err != nil {
+		return nil, err
+	}
+	if b.emptyC, err = compat.NewClient(compat.Pgx(pool), b.empty); err != nil {
 		return nil, err
 	}
 	r := &Result{}
@@ -177,12 +186,13 @@ func (b *bench) create(ctx context.Context) error {
     concurrency_key varchar(255) NOT NULL DEFAULT '',
     trace_id varchar(34) NULL,
     span_id varchar(18) NULL`
-	stmts := []string{
-		"CREATE SCHEMA " + layout.Ident(b.l.Schema),
-		"CREATE TABLE " + b.l.Table(b.l.RequestsTable) + " (" + cols + ",\n    start_at timestamp with time zone NULL)",
-		"CREATE INDEX ON " + b.l.Table(b.l.RequestsTable) + " (job_class, concurrency_key)",
-		"CREATE TABLE " + b.l.Table(b.l.ProcessesTable) + " (" + cols + ",\n    started_at timestamp with time zone NULL, job_request_uuid uuid NOT NULL)",
-		"CREATE INDEX ON " + b.l.Table(b.l.ProcessesTable) + " (job_class, concurrency_key)",
+	stmts := []string{"CREATE SCHEMA " + layout.Ident(b.l.Schema)}
+	for _, l := range []layout.Layout{b.l, b.empty} {
+		stmts = append(stmts,
+			"CREATE TABLE "+l.Table(l.RequestsTable)+" ("+cols+",\n    start_at timestamp with time zone NULL)",
+			"CREATE INDEX ON "+l.Table(l.RequestsTable)+" (job_class, concurrency_key)",
+			"CREATE TABLE "+l.Table(l.ProcessesTable)+" ("+cols+",\n    started_at timestamp with time zone NULL, job_request_uuid uuid NOT NULL)",
+			"CREATE INDEX ON "+l.Table(l.ProcessesTable)+" (job_class, concurrency_key)")
 	}
 	stmts = append(stmts, b.l.RuntimeDDL()...)
 	for _, s := range stmts {
@@ -215,25 +225,32 @@ func limitJob(key string, n int) compat.Identity { return compat.Limit(key, n) }
 // contention races ContentionClients clients for one group.
 func (b *bench) contention(ctx context.Context, r *Result) error {
 	const attempts = 20
+	// One connection per client for the whole run, all connected before
+	// any client starts (and all released if one cannot connect).
+	conns := make([]*pgxpool.Conn, 0, b.o.ContentionClients)
+	defer func() {
+		for _, c := range conns {
+			c.Release()
+		}
+	}()
+	for range b.o.ContentionClients {
+		conn, err := b.pool.Acquire(ctx)
+		if err != nil {
+			return fmt.Errorf("connect client %d of %d: %w", len(conns)+1, b.o.ContentionClients, err)
+		}
+		conns = append(conns, conn)
+	}
 	var admitted atomic.Int64
 	var wg sync.WaitGroup
 	errc := make(chan error, b.o.ContentionClients)
-	start := make(chan struct{})
-	for range b.o.ContentionClients {
-		conn, err := b.pool.Acquire(ctx) // one connection per client for the whole run
+	for _, conn := range conns {
+		c, err := compat.NewClient(compat.Pgx(conn.Conn()), b.l)
 		if err != nil {
 			return err
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			defer conn.Release()
-			c, err := compat.NewClient(compat.Pgx(conn.Conn()), b.l)
-			if err != nil {
-				errc <- err
-				return
-			}
-			<-start
 			for range attempts {
 				res, err := c.Enqueue(ctx, compat.Job{Class: hotClass, Value: limitJob(hotKey, b.o.ContentionLimit)})
 				if err != nil {
@@ -246,7 +263,6 @@ func (b *bench) contention(ctx context.Context, r *Result) error {
 			}
 		}()
 	}
-	close(start)
 	wg.Wait()
 	close(errc)
 	if err := <-errc; err != nil {
@@ -349,7 +365,7 @@ func (b *bench) throughput(ctx context.Context, r *Result) error {
 // naiveEnqueue is the check the original design proposed: the group's
 // advisory lock, then count(*) of every active job of the group, then the
 // insert. Correct, but its cost grows with the group's backlog.
-func (b *bench) naiveEnqueue(ctx context.Context, class, key string, limit int) (bool, error) {
+func (b *bench) naiveEnqueue(ctx context.Context, l layout.Layout, class, key string, limit int) (bool, error) {
 	tx, err := b.pool.Begin(ctx)
 	if err != nil {
 		return false, err
@@ -359,14 +375,14 @@ func (b *bench) naiveEnqueue(ctx context.Context, class, key string, limit int) 
 		return false, err
 	}
 	var n int
-	if err := tx.QueryRow(ctx, "SELECT (SELECT count(*) FROM "+b.l.Table(b.l.RequestsTable)+" WHERE job_class = $1 AND concurrency_key = $2) + (SELECT count(*) FROM "+
-		b.l.Table(b.l.ProcessesTable)+" WHERE job_class = $1 AND concurrency_key = $2)", class, key).Scan(&n); err != nil {
+	if err := tx.QueryRow(ctx, "SELECT (SELECT count(*) FROM "+l.Table(l.RequestsTable)+" WHERE job_class = $1 AND concurrency_key = $2) + (SELECT count(*) FROM "+
+		l.Table(l.ProcessesTable)+" WHERE job_class = $1 AND concurrency_key = $2)", class, key).Scan(&n); err != nil {
 		return false, err
 	}
 	if n >= limit {
 		return false, tx.Commit(ctx)
 	}
-	if _, err := tx.Exec(ctx, "INSERT INTO "+b.l.Table(b.l.RequestsTable)+" (job_class, concurrency_key, created_at, uuid, source) VALUES ($1, $2, now(), gen_random_uuid(), 'naive')", class, key); err != nil {
+	if _, err := tx.Exec(ctx, "INSERT INTO "+l.Table(l.RequestsTable)+" (job_class, concurrency_key, created_at, uuid, source) VALUES ($1, $2, now(), gen_random_uuid(), 'naive')", class, key); err != nil {
 		return false, err
 	}
 	return true, tx.Commit(ctx)
@@ -381,66 +397,69 @@ func median(xs []float64) float64 {
 // latencies are the medians of one table state.
 type latencies struct{ checkBlocked, checkAdmitted, naiveBlocked, naiveAdmitted float64 }
 
-// sample measures the four cases, interleaved so drift hits them alike:
-// an enqueue into the full hot group (blocked) and one of a fresh key in the
-// hot class (admitted), with the runtime's check and with the naive one.
-func (b *bench) sample(ctx context.Context, tag string) (latencies, error) {
+// sample measures four cases on both table states, interleaved so load
+// drift hits them alike: an enqueue into the full hot group (blocked) and
+// one of a fresh key in the hot class (admitted), with the runtime's check
+// and with the naive one.
+func (b *bench) sample(ctx context.Context) (empty, backlog latencies, err error) {
 	const limit = 5
-	cases := make([][]time.Duration, 4)
+	type state struct {
+		l     layout.Layout
+		c     *compat.Client
+		cases [4][]time.Duration
+	}
+	states := []*state{{l: b.empty, c: b.emptyC}, {l: b.l, c: b.c}}
 	for i := range b.o.Samples {
-		for c := range 4 {
-			var admitted bool
-			var err error
-			key := hotKey
-			if c%2 == 1 {
-				key = fmt.Sprintf("fresh-%s-%d-%d", tag, c, i)
+		for si, st := range states {
+			for c := range 4 {
+				var admitted bool
+				key := hotKey
+				if c%2 == 1 {
+					key = fmt.Sprintf("fresh-%d-%d-%d", si, c, i)
+				}
+				t0 := time.Now()
+				if c < 2 {
+					var res compat.Result
+					res, err = st.c.Enqueue(ctx, compat.Job{Class: hotClass, Value: limitJob(key, limit)})
+					admitted = res.Inserted()
+				} else {
+					admitted, err = b.naiveEnqueue(ctx, st.l, hotClass, key, limit)
+				}
+				d := time.Since(t0)
+				if err != nil {
+					return empty, backlog, err
+				}
+				if admitted != (c%2 == 1) {
+					return empty, backlog, fmt.Errorf("%s case %d sample %d: admitted = %v, want %v", st.l.RequestsTable, c, i, admitted, c%2 == 1)
+				}
+				st.cases[c] = append(st.cases[c], d)
 			}
-			t0 := time.Now()
-			if c < 2 {
-				var res compat.Result
-				res, err = b.c.Enqueue(ctx, compat.Job{Class: hotClass, Value: limitJob(key, limit)})
-				admitted = res.Inserted()
-			} else {
-				admitted, err = b.naiveEnqueue(ctx, hotClass, key, limit)
-			}
-			d := time.Since(t0)
-			if err != nil {
-				return latencies{}, err
-			}
-			if admitted != (c%2 == 1) {
-				return latencies{}, fmt.Errorf("case %d sample %d: admitted = %v, want %v", c, i, admitted, c%2 == 1)
-			}
-			cases[c] = append(cases[c], d)
 		}
 	}
 	med := func(ds []time.Duration) float64 {
 		slices.Sort(ds)
 		return float64(ds[len(ds)/2].Nanoseconds()) / 1e3
 	}
-	return latencies{med(cases[0]), med(cases[1]), med(cases[2]), med(cases[3])}, nil
+	for si, st := range states {
+		l := latencies{med(st.cases[0]), med(st.cases[1]), med(st.cases[2]), med(st.cases[3])}
+		if si == 0 {
+			empty = l
+		} else {
+			backlog = l
+		}
+	}
+	return empty, backlog, nil
 }
 
-// latency samples the hot group holding just its limit (the smallest table
-// in which the same check blocks), then with the backlog loaded.
+// latency fills the hot group of the empty tables with just its limit (the
+// smallest table in which the same check blocks) and loads the backlog into
+// the other tables, then samples both.
 func (b *bench) latency(ctx context.Context, r *Result) error {
 	if err := b.truncate(ctx); err != nil {
 		return err
 	}
-	fill := "INSERT INTO " + b.l.Table(b.l.RequestsTable) + " (job_class, concurrency_key, created_at, uuid, source) SELECT $1, $2, now(), gen_random_uuid(), 'bench' FROM generate_series(1, 5)"
+	fill := "INSERT INTO " + b.empty.Table(b.empty.RequestsTable) + " (job_class, concurrency_key, created_at, uuid, source) SELECT $1, $2, now(), gen_random_uuid(), 'bench' FROM generate_series(1, 5)"
 	if _, err := b.pool.Exec(ctx, fill, hotClass, hotKey); err != nil {
-		return err
-	}
-	if _, err := b.pool.Exec(ctx, "VACUUM ANALYZE "+b.l.Table(b.l.RequestsTable)); err != nil {
-		return err
-	}
-	empty, err := b.sample(ctx, "empty")
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(b.o.Progress, "empty table: check %.0fus blocked / %.0fus admitted; naive %.0fus / %.0fus (medians of %d)\n",
-		empty.checkBlocked, empty.checkAdmitted, empty.naiveBlocked, empty.naiveAdmitted, b.o.Samples)
-
-	if err := b.truncate(ctx); err != nil {
 		return err
 	}
 	rows := b.o.BacklogRows
@@ -458,21 +477,27 @@ func (b *bench) latency(ctx context.Context, r *Result) error {
 	if err := load(b.l.ProcessesTable, procRows, ", job_request_uuid", ", gen_random_uuid()"); err != nil {
 		return err
 	}
-	for _, t := range []string{b.l.RequestsTable, b.l.ProcessesTable} {
-		if _, err := b.pool.Exec(ctx, "VACUUM ANALYZE "+b.l.Table(t)); err != nil {
+	for _, t := range []string{b.l.Table(b.l.RequestsTable), b.l.Table(b.l.ProcessesTable), b.empty.Table(b.empty.RequestsTable), b.empty.Table(b.empty.ProcessesTable)} {
+		if _, err := b.pool.Exec(ctx, "VACUUM ANALYZE "+t); err != nil {
 			return err
 		}
 	}
+	// Flush the load's WAL now rather than during the samples. It needs a
+	// superuser (or pg_checkpoint); without one the interleaved samples
+	// share the checkpoint's noise alike.
+	_, _ = b.pool.Exec(ctx, "CHECKPOINT")
 	if err := b.pool.QueryRow(ctx, "SELECT (SELECT count(*) FROM "+b.l.Table(b.l.RequestsTable)+" WHERE job_class = $1 AND concurrency_key = $2) + (SELECT count(*) FROM "+
 		b.l.Table(b.l.ProcessesTable)+" WHERE job_class = $1 AND concurrency_key = $2)", hotClass, hotKey).Scan(&r.BacklogGroupRows); err != nil {
 		return err
 	}
 	r.BacklogRows = rows
-	backlog, err := b.sample(ctx, "backlog")
+	empty, backlog, err := b.sample(ctx)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(b.o.Progress, "backlog: check %.0fus blocked / %.0fus admitted; naive %.0fus / %.0fus (medians of %d)\n",
+	fmt.Fprintf(b.o.Progress, "empty table: check %.0fus blocked / %.0fus admitted; naive %.0fus / %.0fus (medians of %d)\n",
+		empty.checkBlocked, empty.checkAdmitted, empty.naiveBlocked, empty.naiveAdmitted, b.o.Samples)
+	fmt.Fprintf(b.o.Progress, "backlog:     check %.0fus blocked / %.0fus admitted; naive %.0fus / %.0fus (medians of %d, interleaved with the above)\n",
 		backlog.checkBlocked, backlog.checkAdmitted, backlog.naiveBlocked, backlog.naiveAdmitted, b.o.Samples)
 
 	r.CheckBlockedEmptyMicros, r.CheckBlockedBacklogMicros = empty.checkBlocked, backlog.checkBlocked

@@ -15,7 +15,7 @@ func TestMain(m *testing.M) { os.Exit(testdb.Main(m)) }
 func TestRunIsExactAndLeavesNothingBehind(t *testing.T) {
 	testdb.Heavy(t)
 	url := testdb.New(t)
-	r, err := Run(t.Context(), url, Options{BacklogRows: 2000, Samples: 5, ThroughputJobs: 400})
+	r, err := Run(t.Context(), url, Options{BacklogRows: 2000, Samples: 5, ContentionClients: 16, ThroughputJobs: 400})
 	if err != nil {
 		t.Fatal(err)
 	}
