@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"syscall"
 	"strings"
 	"testing"
 
@@ -433,6 +434,49 @@ func TestWriteFailsWholly(t *testing.T) {
 			m.checkUnchanged(t, before)
 		})
 	}
+}
+
+// TestWriteDiskFull makes a write really fail, as root too: the process's
+// file size limit (RLIMIT_FSIZE, the way a full disk fails a write) is set
+// below the size of the last file to write, after the first ones' temporary
+// files are already written. Every temporary file must be removed and no
+// file replaced.
+func TestWriteDiskFull(t *testing.T) {
+	m := extract(t, "rename.txtar")
+	res, err := rewrite.Plan(context.Background(), m.options(renamer("")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Files) < 2 {
+		t.Fatalf("want several files to write, got %d", len(res.Files))
+	}
+	// The limit admits every file but the last, padded beyond it.
+	limit := uint64(0)
+	for _, f := range res.Files[:len(res.Files)-1] {
+		limit = max(limit, uint64(len(f.New)))
+	}
+	last := &res.Files[len(res.Files)-1]
+	last.New = append(last.New, []byte(strings.Repeat("// padding\n", int(limit)/10+1))...)
+
+	before := m.snapshot(t)
+	var old syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_FSIZE, &old); err != nil {
+		t.Fatal(err)
+	}
+	lowered := old
+	lowered.Cur = limit
+	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &lowered); err != nil {
+		t.Fatal(err)
+	}
+	err = res.Write()
+	if rerr := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &old); rerr != nil {
+		t.Fatal(rerr)
+	}
+	if err == nil || !strings.Contains(err.Error(), "nothing was written") || !strings.Contains(err.Error(), filepath.Base(last.Path)) ||
+		!errors.Is(err, syscall.EFBIG) {
+		t.Fatalf("Write: %v, want EFBIG naming %s and saying nothing was written", err, last.Path)
+	}
+	m.checkUnchanged(t, before) // no file replaced, no temporary file left
 }
 
 func TestWriteKeepsFileMode(t *testing.T) {
