@@ -11,8 +11,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
-	"syscall"
 	"strings"
+	"syscall"
 	"testing"
 
 	"golang.org/x/tools/go/analysis"
