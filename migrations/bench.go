@@ -165,6 +165,7 @@ func BenchMigration(ctx context.Context, o BenchOptions) (*BenchResult, error) {
 		_, err := Up(ctx, oursURL, l, Options{
 			LockTimeout: o.LockTimeout,
 			MaxAttempts: 100,
+			Out:         benchLog(o.Out),
 			OnStep: func(r StepResult) {
 				if r.Number == 1+indexSteps {
 					beforeCutover()
@@ -236,6 +237,7 @@ func quotedTables(l layout.Layout) []string {
 func benchRun(ctx context.Context, dbURL string, l layout.Layout, o BenchOptions, name string,
 	migrate func(ctx context.Context, beforeCutover func()) (int, error)) (BenchRun, error) {
 	run := BenchRun{Name: name, Exclusive: map[string]time.Duration{}}
+	log := benchLog(o.Out)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -289,6 +291,9 @@ func benchRun(ctx context.Context, dbURL string, l layout.Layout, o BenchOptions
 			} else {
 				lat = append(lat, d)
 				sched = append(sched, late)
+				if d > 100*time.Millisecond && log != nil {
+					fmt.Fprintf(log, "slow write: %s (due %s before it completed)\n", d.Round(time.Millisecond), late.Round(time.Millisecond))
+				}
 			}
 			mu.Unlock()
 		}
@@ -458,4 +463,33 @@ func (r *BenchResult) Print(w io.Writer) {
 	if r.Ours.FirstFailure != "" || r.Naive.FirstFailure != "" {
 		fmt.Fprintf(w, "first failed write: ours %q, naive %q\n", r.Ours.FirstFailure, r.Naive.FirstFailure)
 	}
+}
+
+// benchLog prefixes every line written to w with the time of day, so that
+// slow writes line up with the migration's steps; nil stays nil.
+func benchLog(w io.Writer) io.Writer {
+	if w == nil {
+		return nil
+	}
+	return &stampWriter{w: w}
+}
+
+type stampWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *stampWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	stamp := time.Now().Format("15:04:05.000 ")
+	for _, line := range strings.SplitAfter(string(p), "\n") {
+		if line == "" {
+			continue
+		}
+		if _, err := io.WriteString(s.w, stamp+line); err != nil {
+			return 0, err
+		}
+	}
+	return len(p), nil
 }
