@@ -109,7 +109,7 @@ func Plan(ctx context.Context, opts Options) (*Result, error) {
 	}
 
 	p := &planner{files: map[string]*fileEdits{}, findings: map[findingKey]*Finding{},
-		loaded: map[string]bool{}, ignored: map[string]bool{}}
+		loaded: map[string]bool{}}
 	for _, tags := range tagSets {
 		if err := p.analyze(ctx, opts, patterns, tags); err != nil {
 			return nil, err
@@ -159,9 +159,8 @@ type planner struct {
 	module, moduleDir string
 	files             map[string]*fileEdits
 	findings          map[findingKey]*Finding
-	// loaded and ignored are the main module's files some load compiled,
-	// and those a load left out for their build constraints.
-	loaded, ignored map[string]bool
+	// loaded are the main module's files some load included.
+	loaded map[string]bool
 }
 
 type findingKey struct {
@@ -222,9 +221,6 @@ func (p *planner) analyze(ctx context.Context, opts Options, patterns []string, 
 				own[f] = true
 				p.loaded[f] = true
 			}
-			for _, f := range pkg.IgnoredFiles {
-				p.ignored[f] = true
-			}
 		}
 	})
 
@@ -249,33 +245,54 @@ func (p *planner) analyze(ctx context.Context, opts Options, patterns []string, 
 }
 
 // reportNotLoaded adds a finding for each Go file of the main module that
-// every load left out and that mentions the legacy API: no fix can reach it.
+// no load included (its build constraints exclude it under every tag set,
+// possibly with its whole package) and that mentions the legacy API: no fix
+// can reach it. It walks the module's directory as the go command would:
+// no testdata, vendor, "." or "_" directories, no nested modules.
 func (p *planner) reportNotLoaded(tags []string) error {
-	for f := range p.ignored {
-		if p.loaded[f] || filepath.Ext(f) != ".go" {
-			continue
-		}
-		content, err := os.ReadFile(f)
+	if p.moduleDir == "" {
+		return nil
+	}
+	loads := "without tags"
+	if len(tags) > 0 {
+		loads += " and with -tags " + strings.Join(tags, ", -tags ")
+	}
+	return filepath.WalkDir(p.moduleDir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
-			return fmt.Errorf("read %s: %w", f, err)
+			return err
+		}
+		if d.IsDir() {
+			name := d.Name()
+			if path != p.moduleDir {
+				if name == "testdata" || name == "vendor" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") {
+					return filepath.SkipDir
+				}
+				if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil {
+					return filepath.SkipDir // a nested module
+				}
+			}
+			return nil
+		}
+		if filepath.Ext(path) != ".go" || p.loaded[path] || !d.Type().IsRegular() {
+			return nil
+		}
+		content, err := os.ReadFile(path)
+		if err != nil {
+			return fmt.Errorf("read %s: %w", path, err)
 		}
 		i := bytes.Index(content, []byte("UniqueKey"))
 		if i < 0 {
 			i = bytes.Index(content, []byte("unique_key"))
 		}
 		if i < 0 {
-			continue
+			return nil
 		}
-		pos := token.Position{Filename: f, Offset: i, Line: bytes.Count(content[:i], []byte("\n")) + 1}
+		pos := token.Position{Filename: path, Offset: i, Line: bytes.Count(content[:i], []byte("\n")) + 1}
 		pos.Column = i - (bytes.LastIndexByte(content[:i], '\n') + 1) + 1
-		loads := "without tags"
-		if len(tags) > 0 {
-			loads += " and with -tags " + strings.Join(tags, ", -tags ")
-		}
-		msg := "its build constraints exclude it from every load (" + loads + ") and it mentions the legacy API: add a -tags list that includes it, or migrate it by hand"
-		p.findings[findingKey{file: f, category: CategoryNotLoaded}] = &Finding{Position: pos, Category: CategoryNotLoaded, Message: msg}
-	}
-	return nil
+		msg := "no load included this file (" + loads + "; its build constraints exclude it) and it mentions the legacy API: add a -tags list that includes it, or migrate it by hand"
+		p.findings[findingKey{file: path, category: CategoryNotLoaded}] = &Finding{Position: pos, Category: CategoryNotLoaded, Message: msg}
+		return nil
+	})
 }
 
 // mainModuleRoots returns the loaded packages after checking they all belong
