@@ -44,6 +44,8 @@ func (p *pass) checkConversions() {
 			// A helper interface a job interface embeds migrates with it;
 			// a type that is no job but is used as it keeps UniqueKey.
 			msg = fmt.Sprintf("%s is used as %s, which migrates to ConcurrencyKey with the job interfaces, but %s is no job and keeps UniqueKey: give it ConcurrencyKey and ConcurrencyLimit by hand", rhs, lhs, rhs)
+		case lhsMigrates && !rhsMigrates && p.unseenJob(c.RHS, fn):
+			msg = fmt.Sprintf("%s is used as %s, which migrates, but %s's package does not see that interface (it implements it without importing it), so its UniqueKey was not migrated: migrate %s by hand, or import the interface there (var _ %s = ...) and run again", rhs, lhs, rhs, rhs, lhs)
 		default:
 			continue
 		}
@@ -82,4 +84,23 @@ func (p *pass) declOf(types_ ...types.Type) ast.Node {
 		}
 	}
 	return p.Files[0].Name
+}
+
+// unseenJob reports whether t is a job type of another package whose own
+// UniqueKey (declared on it, not promoted) did not migrate and which has no
+// ConcurrencyKey or ConcurrencyLimit either: its package could not tell it
+// was a job. Types left as they are on purpose (clashes, suppressed,
+// generated, external) were reported in their own package.
+func (p *pass) unseenJob(t types.Type, legacy *types.Func) bool {
+	if ptr, ok := t.(*types.Pointer); ok {
+		t = ptr.Elem()
+	}
+	named, ok := t.(*types.Named)
+	if !ok || types.IsInterface(named) || named.Obj().Pkg() == p.Pkg || named.Obj().Pkg() == nil {
+		return false
+	}
+	if _, index, _ := types.LookupFieldOrMethod(named, true, legacy.Pkg(), legacyName); len(index) != 1 {
+		return false // promoted: its package adds delegating methods
+	}
+	return !hasMember(named, p.Pkg, keyName) && !hasMember(named, p.Pkg, limitName)
 }

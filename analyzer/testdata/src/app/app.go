@@ -1,10 +1,11 @@
 // Package app uses the jobs package: its call sites migrate through facts.
-package app
+package app // want `tasks.Ping is used as jobs.Job, which migrates, but tasks.Ping's package does not see that interface`
 
 import (
 	"context"
 	"ext"
 	"jobs"
+	"tasks"
 )
 
 // Mail is a job type in another package than its interface.
@@ -33,6 +34,7 @@ type Decorated struct{ jobs.Job }
 func use(ctx context.Context, j jobs.Job, r *jobs.Report, b *jobs.Batch[int], w Wrapped, res *ext.Resource, k ext.Keyer) string {
 	key := r.UniqueKey // want `method value \*jobs.Report.UniqueKey`
 	_ = jobs.Enqueue(ctx, Mail{})
+	_ = jobs.Enqueue(ctx, tasks.Ping{})
 	return j.UniqueKey() + key() + b.UniqueKey() + w.UniqueKey() + // want `call of jobs.Job.UniqueKey` `call of \*jobs.Batch\[int\].UniqueKey` `call of Wrapped.UniqueKey`
 		res.UniqueKey() + k.UniqueKey() + Ticket{}.UniqueKey() + Decorated{}.UniqueKey() // want `call of Decorated.UniqueKey`
 }
