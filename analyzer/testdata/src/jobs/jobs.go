@@ -52,6 +52,21 @@ func (Hook) UniqueKey() string { return "hook" } // want UniqueKey:"migrates to 
 
 func (Hook) Handle(ctx context.Context) error { return nil }
 
+// Typed is a generic job interface.
+type Typed[A any] interface { // want Typed:"legacy job interface \\(migrated\\)"
+	UniqueKey() string // want UniqueKey:"migrates to ConcurrencyKey" `interface Typed declares UniqueKey`
+	Execute(ctx context.Context, arg A) error
+}
+
+// Resize is a Typed[int].
+type Resize struct{ Width int }
+
+func (r Resize) UniqueKey() string { return "resize:" + strconv.Itoa(r.Width) } // want UniqueKey:"migrates to ConcurrencyKey" `job type Resize`
+
+func (r Resize) Execute(ctx context.Context, width int) error { return nil }
+
+func typedKey(t Typed[int]) string { return t.UniqueKey() } // want `call of Typed\[int\].UniqueKey`
+
 // Report is keyed by its ID: pointer receiver, key never empty.
 type Report struct{ ID int }
 
