@@ -392,6 +392,13 @@ func (r *runner) runTx(ctx context.Context, s step, attempt int, last bool) (hel
 			return err
 		}
 		if len(s.exclusive) > 0 {
+			// Release the exclusive locks at commit without waiting for the
+			// WAL flush: a crash can only lose this whole transaction (every
+			// later one depends on it in WAL order), and a re-run redoes it.
+			// The final "record migrated" step commits synchronously.
+			if _, err := tx.Exec(ctx, "SET LOCAL synchronous_commit = off"); err != nil {
+				return err
+			}
 			if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL statement_timeout = '%dms'", ms)); err != nil {
 				return err
 			}
