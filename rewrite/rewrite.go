@@ -139,7 +139,19 @@ func Plan(ctx context.Context, opts Options) (*Result, error) {
 		}
 	}
 	if len(res.Files) > 0 {
-		for _, tags := range tagSets {
+		changed := make(map[string][]byte, len(res.Files))
+		for _, f := range res.Files {
+			changed[f.Path] = f.New
+		}
+		for i, tags := range tagSets {
+			start := time.Now()
+			problems, ok := recheck(p.loads[i], changed)
+			opts.Logger.DebugContext(ctx, "rewrite: rechecked the module", "tags", tags, "usable", ok, "problems", len(problems), "duration", time.Since(start))
+			if ok && len(problems) == 0 {
+				continue
+			}
+			// A full load decides: it confirms the problems (or finds
+			// none), so the quick check can never refuse a good rewrite.
 			err := verify(ctx, opts, patterns, tags, res.Files)
 			var ve *VerifyError
 			if opts.AllowTypeErrors && errors.As(err, &ve) {
@@ -161,6 +173,8 @@ type planner struct {
 	findings          map[findingKey]*Finding
 	// loaded are the main module's files some load included.
 	loaded map[string]bool
+	// loads are the packages of each load, in tagSets order.
+	loads [][]*packages.Package
 }
 
 type findingKey struct {
@@ -208,6 +222,7 @@ func (p *planner) analyze(ctx context.Context, opts Options, patterns []string, 
 	if err != nil {
 		return err
 	}
+	p.loads = append(p.loads, pkgs)
 	// Files of the main module: the only files a fix may edit. GoFiles, not
 	// CompiledGoFiles, and only under the module's directory: cgo's
 	// generated files and the test main live in the build cache.
