@@ -94,7 +94,8 @@ type Result struct {
 // Plan loads the module, runs the analyzer over it, merges and formats the
 // fixes and type-checks the rewritten module in memory. It changes nothing
 // on disk. Its errors are [ErrNoPackages], [*LoadError], [*ConflictError],
-// [*OutsideModuleError] or [*VerifyError] (wrapped), or a go command failure.
+// [*OutsideModuleError], [*FileChangedError] or [*VerifyError] (wrapped), or
+// a go command failure.
 func Plan(ctx context.Context, opts Options) (*Result, error) {
 	if opts.Analyzer == nil {
 		return nil, errors.New("rewrite: Options.Analyzer is nil")
