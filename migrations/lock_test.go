@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/migrate-unique/migrate-unique/internal/testdb"
@@ -23,6 +24,17 @@ import (
 // would fail its insert, and the test asserts that none failed.
 func TestUpRetriesPastALockHolderWithoutStallingWriters(t *testing.T) {
 	testdb.Heavy(t)
+	// An old holder is seen in pg_locks and waited out without queueing; a
+	// holder that starts just before the cutover is queued behind once (the
+	// attempt times out) and then waited out.
+	for _, late := range []bool{false, true} {
+		t.Run(map[bool]string{false: "holder older than the run", true: "holder starting just before the cutover"}[late], func(t *testing.T) {
+			lockHolderCase(t, late)
+		})
+	}
+}
+
+func lockHolderCase(t *testing.T, late bool) {
 	ctx := context.Background()
 	s := legacy.PlainJobs
 	url := legacyDB(t, s)
@@ -30,12 +42,26 @@ func TestUpRetriesPastALockHolderWithoutStallingWriters(t *testing.T) {
 
 	holder := testdb.Connect(t, url)
 	holderPID := holder.PgConn().PID()
-	tx, err := holder.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
+	var tx pgx.Tx
+	hold := func() {
+		var err error
+		if tx, err = holder.Begin(ctx); err != nil {
+			t.Error(err)
+			return
+		}
+		if _, err := tx.Exec(ctx, "LOCK TABLE plainjobs_jobrequest IN ACCESS SHARE MODE"); err != nil {
+			t.Error(err)
+		}
 	}
-	if _, err := tx.Exec(ctx, "LOCK TABLE plainjobs_jobrequest IN ACCESS SHARE MODE"); err != nil {
-		t.Fatal(err)
+	if !late {
+		hold()
+		// Old means older than the first attempt's wait (lockTimeout/8).
+		watcher := testdb.Connect(t, url)
+		for old := false; !old; {
+			if err := watcher.QueryRow(ctx, "SELECT now() - xact_start > interval '100 milliseconds' FROM pg_stat_activity WHERE pid = $1", holderPID).Scan(&old); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 
 	const writers = 4
@@ -51,7 +77,7 @@ func TestUpRetriesPastALockHolderWithoutStallingWriters(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := 0; ; i++ {
+			for {
 				select {
 				case <-stop:
 					return
@@ -69,25 +95,32 @@ func TestUpRetriesPastALockHolderWithoutStallingWriters(t *testing.T) {
 		}()
 	}
 
-	var retries atomic.Int64
+	var retries, timeouts, waited atomic.Int64
 	released := make(chan struct{})
 	rep, err := migrations.Up(ctx, url, s.Layout, migrations.Options{
 		LockTimeout: lockTimeout,
 		MaxAttempts: 20,
+		OnStep: func(r migrations.StepResult) {
+			if late && r.Number == 3 { // the last counting index; the cutover is next
+				hold()
+			}
+		},
 		OnRetry: func(step string, attempt int, wait time.Duration, err error) {
 			var pgErr *pgconn.PgError
-			var holder *migrations.HolderError
+			var h *migrations.HolderError
 			switch {
-			case errors.As(err, &holder):
-				if holder.PID != int(holderPID) || holder.Table != `plainjobs_jobrequest` {
+			case errors.As(err, &h):
+				waited.Add(1)
+				if h.PID != int(holderPID) || h.Table != "plainjobs_jobrequest" {
 					t.Errorf("retry names the wrong holder: %v", err)
 				}
-			case errors.As(err, &pgErr) && pgErr.Code == "55P03":
+			case errors.As(err, &pgErr) && (pgErr.Code == "55P03" || pgErr.Code == "57014"):
+				timeouts.Add(1)
 			default:
 				t.Errorf("retry on %v, want a lock timeout or the holder", err)
 			}
-			// Let go after the cutover has given up twice.
-			if retries.Add(1) == 2 {
+			// Let go after the cutover has given up three times.
+			if retries.Add(1) == 3 {
 				if err := tx.Rollback(ctx); err != nil {
 					t.Error(err)
 				}
@@ -108,14 +141,11 @@ func TestUpRetriesPastALockHolderWithoutStallingWriters(t *testing.T) {
 	if rep.After != migrations.Migrated {
 		t.Fatalf("up ended %s", rep.After)
 	}
-	var cutoverAttempts int
-	for _, st := range rep.Steps {
-		if st.Attempts > cutoverAttempts {
-			cutoverAttempts = st.Attempts
-		}
+	if late && (timeouts.Load() != 1 || waited.Load() < 1) {
+		t.Fatalf("a holder starting just before the cutover: %d lock timeouts, %d waits without queueing; want exactly 1 and at least 1", timeouts.Load(), waited.Load())
 	}
-	if cutoverAttempts < 3 {
-		t.Fatalf("the most attempts of any step is %d, want >= 3 (two lock timeouts, then success)", cutoverAttempts)
+	if !late && timeouts.Load() != 0 {
+		t.Fatalf("an old holder: %d attempts queued behind it, want 0", timeouts.Load())
 	}
 	if failed.Load() != 0 {
 		t.Fatalf("%d writes failed (a writer waited longer than twice the lock timeout); first: %v", failed.Load(), firstErr.Load())
@@ -123,7 +153,7 @@ func TestUpRetriesPastALockHolderWithoutStallingWriters(t *testing.T) {
 	if wrote.Load() == 0 {
 		t.Fatal("no write went through")
 	}
-	t.Logf("%d writes during up, none failed; %d retries; longest lock %s", wrote.Load(), retries.Load(), rep.LongestLock)
+	t.Logf("%d writes during up, none failed; %d retries (%d timeouts); longest lock %s", wrote.Load(), retries.Load(), timeouts.Load(), rep.LongestLock)
 
 	// The rows written during the cutover are there, under the new column.
 	var n int64
