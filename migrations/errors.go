@@ -67,10 +67,10 @@ func (e *NotFoundError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "layout not found: %s", strings.Join(e.Missing, "; "))
 	if len(e.Candidates) == 0 {
-		b.WriteString("\nno table of this database has a unique_key column")
+		b.WriteString("\nno table of this database has a unique_key (or concurrency_key) column")
 		return b.String()
 	}
-	b.WriteString("\ntables with a unique_key column, and the flags that select them:")
+	b.WriteString("\ntables with a unique_key (or concurrency_key) column, and the flags that select them:")
 	for _, c := range e.Candidates {
 		fmt.Fprintf(&b, "\n  %s\n      %s", strings.Join(c.Tables, ", "), c.Args)
 	}
