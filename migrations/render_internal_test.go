@@ -105,3 +105,23 @@ func TestLockWaitStartsShortAndGrowsToTheLockTimeout(t *testing.T) {
 		t.Errorf("lockWait(100) = %s", got)
 	}
 }
+
+// Down must know every table RuntimeDDL creates, or it would leave one
+// behind (or drop one that holds operator data).
+func TestRuntimeTablesCoverRuntimeDDL(t *testing.T) {
+	l := layout.PlainJobs()
+	known := map[string]bool{}
+	for _, rt := range runtimeTables {
+		known[l.Table(rt.name)] = true
+	}
+	for _, stmt := range l.RuntimeDDL() {
+		rest, ok := strings.CutPrefix(stmt, "CREATE TABLE IF NOT EXISTS ")
+		if !ok {
+			continue
+		}
+		name, _, _ := strings.Cut(rest, " (")
+		if !known[name] {
+			t.Errorf("RuntimeDDL creates %s, which runtimeTables does not list: add it with the rows that make it hold operator data", name)
+		}
+	}
+}
