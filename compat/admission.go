@@ -213,7 +213,10 @@ func (s *schema) admitText(shape string) string {
 	var a sqlArgs
 	l := s.l
 	var b strings.Builder
-	b.WriteString("WITH lim AS (\n    SELECT coalesce(nullif(current_setting(" + a.add(nil) + "), '')::integer, " + a.add(nil) + "::integer) AS n\n), active AS (\n    SELECT t, id FROM (")
+	// lim: the limit (the override the lock statement saw, else the code's).
+	// active: the group's active jobs, at most lim.n per table and in all; a
+	// NULL limit filters lim's row out, so nothing is read when unlimited.
+	b.WriteString("WITH lim AS (\n    SELECT coalesce(nullif(current_setting(" + a.add(nil) + "), '')::integer, " + a.add(nil) + "::integer) AS n\n), active AS (\n    SELECT a.t, a.id FROM lim, LATERAL (SELECT u.t, u.id FROM (")
 	class := a.add(nil)
 	var keyCond string
 	key := layout.Ident(s.keyCol)
@@ -236,19 +239,19 @@ func (s *schema) admitText(shape string) string {
 		if i > 0 {
 			b.WriteString("\n        UNION ALL")
 		}
-		fmt.Fprintf(&b, "\n        (SELECT %s AS t, %s AS id FROM %s WHERE (SELECT n FROM lim) IS NOT NULL AND %s = %s%s%s LIMIT (SELECT n FROM lim))",
+		fmt.Fprintf(&b, "\n        (SELECT %s AS t, %s AS id FROM %s WHERE %s = %s%s%s LIMIT lim.n)",
 			layout.Literal(t.name), id, l.Table(t.name), layout.Ident(l.ClassColumn), class, keyCond, stateCond)
 	}
-	b.WriteString("\n    ) a LIMIT (SELECT n FROM lim)\n), ins AS (\n    ")
+	b.WriteString("\n    ) u LIMIT lim.n) a WHERE lim.n IS NOT NULL\n), c AS (\n    SELECT count(*) AS n, coalesce(string_agg(t || ':' || id::text, ','), '') AS holders FROM active\n), ins AS (\n    ")
 
 	cols, vals := s.rowText(s.requests, &a)
 	returning := id + " AS r_id, NULL::text AS r_uuid"
 	if s.requests.has("uuid") {
 		returning = id + " AS r_id, " + layout.Ident("uuid") + "::text AS r_uuid"
 	}
-	fmt.Fprintf(&b, "INSERT INTO %s (%s)\n    SELECT %s\n    WHERE (SELECT n FROM lim) IS NULL OR (SELECT count(*) FROM active) < (SELECT n FROM lim)\n    RETURNING %s\n)\n",
+	fmt.Fprintf(&b, "INSERT INTO %s (%s)\n    SELECT %s\n    FROM lim, c WHERE lim.n IS NULL OR c.n < lim.n\n    RETURNING %s\n)\n",
 		l.Table(s.requests.name), strings.Join(cols, ", "), strings.Join(vals, ", "), returning)
-	b.WriteString("SELECT (SELECT n FROM lim), (SELECT count(*) FROM active), coalesce((SELECT string_agg(t || ':' || id::text, ',') FROM active), ''), (SELECT r_id FROM ins), (SELECT r_uuid FROM ins)")
+	b.WriteString("SELECT lim.n, c.n, c.holders, ins.r_id, ins.r_uuid FROM lim CROSS JOIN c LEFT JOIN ins ON true")
 	return b.String()
 }
 

@@ -18,35 +18,39 @@ const (
 	wantAdmit     = `WITH lim AS (
     SELECT coalesce(nullif(current_setting($1), '')::integer, $2::integer) AS n
 ), active AS (
-    SELECT t, id FROM (
-        (SELECT 'plainjobs_jobrequest' AS t, "id" AS id FROM "public"."plainjobs_jobrequest" WHERE (SELECT n FROM lim) IS NOT NULL AND "job_class" = $3 AND "concurrency_key" = $4 LIMIT (SELECT n FROM lim))
+    SELECT a.t, a.id FROM lim, LATERAL (SELECT u.t, u.id FROM (
+        (SELECT 'plainjobs_jobrequest' AS t, "id" AS id FROM "public"."plainjobs_jobrequest" WHERE "job_class" = $3 AND "concurrency_key" = $4 LIMIT lim.n)
         UNION ALL
-        (SELECT 'plainjobs_jobprocess' AS t, "id" AS id FROM "public"."plainjobs_jobprocess" WHERE (SELECT n FROM lim) IS NOT NULL AND "job_class" = $3 AND "concurrency_key" = $4 LIMIT (SELECT n FROM lim))
-    ) a LIMIT (SELECT n FROM lim)
+        (SELECT 'plainjobs_jobprocess' AS t, "id" AS id FROM "public"."plainjobs_jobprocess" WHERE "job_class" = $3 AND "concurrency_key" = $4 LIMIT lim.n)
+    ) u LIMIT lim.n) a WHERE lim.n IS NOT NULL
+), c AS (
+    SELECT count(*) AS n, coalesce(string_agg(t || ':' || id::text, ','), '') AS holders FROM active
 ), ins AS (
     INSERT INTO "public"."plainjobs_jobrequest" ("job_class", "concurrency_key", "parameters", "priority", "queue", "retries", "retry_attempt", "start_at", "created_at", "uuid", "source", "trace_id", "span_id")
     SELECT $5, $6, $7::jsonb, $8, $9, $10, $11, $12::timestamptz, now(), gen_random_uuid(), $13, $14, $15
-    WHERE (SELECT n FROM lim) IS NULL OR (SELECT count(*) FROM active) < (SELECT n FROM lim)
+    FROM lim, c WHERE lim.n IS NULL OR c.n < lim.n
     RETURNING "id" AS r_id, "uuid"::text AS r_uuid
 )
-SELECT (SELECT n FROM lim), (SELECT count(*) FROM active), coalesce((SELECT string_agg(t || ':' || id::text, ',') FROM active), ''), (SELECT r_id FROM ins), (SELECT r_uuid FROM ins)`
+SELECT lim.n, c.n, c.holders, ins.r_id, ins.r_uuid FROM lim CROSS JOIN c LEFT JOIN ins ON true`
 	// The class-wide form: a keyless job with limit 3 takes the class lock
 	// exclusively and counts the whole class.
 	wantClassWideAdmit = `WITH lim AS (
     SELECT coalesce(nullif(current_setting($1), '')::integer, $2::integer) AS n
 ), active AS (
-    SELECT t, id FROM (
-        (SELECT 'plainjobs_jobrequest' AS t, "id" AS id FROM "public"."plainjobs_jobrequest" WHERE (SELECT n FROM lim) IS NOT NULL AND "job_class" = $3 LIMIT (SELECT n FROM lim))
+    SELECT a.t, a.id FROM lim, LATERAL (SELECT u.t, u.id FROM (
+        (SELECT 'plainjobs_jobrequest' AS t, "id" AS id FROM "public"."plainjobs_jobrequest" WHERE "job_class" = $3 LIMIT lim.n)
         UNION ALL
-        (SELECT 'plainjobs_jobprocess' AS t, "id" AS id FROM "public"."plainjobs_jobprocess" WHERE (SELECT n FROM lim) IS NOT NULL AND "job_class" = $3 LIMIT (SELECT n FROM lim))
-    ) a LIMIT (SELECT n FROM lim)
+        (SELECT 'plainjobs_jobprocess' AS t, "id" AS id FROM "public"."plainjobs_jobprocess" WHERE "job_class" = $3 LIMIT lim.n)
+    ) u LIMIT lim.n) a WHERE lim.n IS NOT NULL
+), c AS (
+    SELECT count(*) AS n, coalesce(string_agg(t || ':' || id::text, ','), '') AS holders FROM active
 ), ins AS (
     INSERT INTO "public"."plainjobs_jobrequest" ("job_class", "concurrency_key", "parameters", "priority", "queue", "retries", "retry_attempt", "start_at", "created_at", "uuid", "source", "trace_id", "span_id")
     SELECT $4, $5, $6::jsonb, $7, $8, $9, $10, $11::timestamptz, now(), gen_random_uuid(), $12, $13, $14
-    WHERE (SELECT n FROM lim) IS NULL OR (SELECT count(*) FROM active) < (SELECT n FROM lim)
+    FROM lim, c WHERE lim.n IS NULL OR c.n < lim.n
     RETURNING "id" AS r_id, "uuid"::text AS r_uuid
 )
-SELECT (SELECT n FROM lim), (SELECT count(*) FROM active), coalesce((SELECT string_agg(t || ':' || id::text, ',') FROM active), ''), (SELECT r_id FROM ins), (SELECT r_uuid FROM ins)`
+SELECT lim.n, c.n, c.holders, ins.r_id, ins.r_uuid FROM lim CROSS JOIN c LEFT JOIN ins ON true`
 )
 
 // plainJobsCatalog is what the catalog query returns for plain-jobs'
