@@ -251,3 +251,28 @@ func TestEnqueueManyCountsEarlierJobsOfTheBatch(t *testing.T) {
 		t.Fatalf("%d rows, want 5", n)
 	}
 }
+
+// TestEmptyKeyFollowsTheColumn: a keyless job stores NULL in a nullable key
+// column (the team queue, the single-table queue) and '' in a NOT NULL one
+// (plain-jobs), as each queue's own writers do.
+func TestEmptyKeyFollowsTheColumn(t *testing.T) {
+	for _, tc := range []struct {
+		s        legacy.Schema
+		wantNull bool
+	}{{legacy.PlainJobs, false}, {legacy.TeamQueue, true}, {legacy.SingleTable, true}} {
+		t.Run(tc.s.Name, func(t *testing.T) {
+			q := newQueue(t, tc.s, true)
+			res, err := q.c.Enqueue(t.Context(), Job{Class: "k.A", Value: limited("", 2)})
+			if err != nil || !res.Inserted() {
+				t.Fatal(res, err)
+			}
+			var key *string
+			if err := q.pool.QueryRow(t.Context(), `SELECT concurrency_key FROM `+q.l.Table(q.l.Tables()[0])+` WHERE id = $1`, res.ID).Scan(&key); err != nil {
+				t.Fatal(err)
+			}
+			if (key == nil) != tc.wantNull || (key != nil && *key != "") {
+				t.Fatalf("stored key %v, want NULL: %v", key, tc.wantNull)
+			}
+		})
+	}
+}
