@@ -253,7 +253,7 @@ func TestEnqueueManyCountsEarlierJobsOfTheBatch(t *testing.T) {
 }
 
 // TestEmptyKeyFollowsTheColumn: a keyless job stores NULL in a nullable key
-// column (the team queue, the single-table queue) and '' in a NOT NULL one
+// column (the team queue, the single-table queue) and the empty string in a NOT NULL one
 // (plain-jobs), as each queue's own writers do.
 func TestEmptyKeyFollowsTheColumn(t *testing.T) {
 	for _, tc := range []struct {

@@ -10,7 +10,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/migrate-unique/migrate-unique/compat"
-	"github.com/migrate-unique/migrate-unique/internal/layout"
 )
 
 // ChargeJob charges one customer; at most two charges of one customer run
@@ -37,7 +36,7 @@ func ExampleClient_Enqueue() {
 		log.Fatal(err)
 	}
 	defer pool.Close()
-	c, err := compat.NewClient(compat.Pgx(pool), layout.PlainJobs())
+	c, err := compat.NewClient(compat.Pgx(pool), compat.PlainJobs())
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -60,7 +59,7 @@ func ExampleClient_EnqueueTx() {
 		log.Fatal(err)
 	}
 	defer pool.Close()
-	c, err := compat.NewClient(compat.Pgx(pool), layout.PlainJobs())
+	c, err := compat.NewClient(compat.Pgx(pool), compat.PlainJobs())
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -85,7 +84,7 @@ func ExampleClient_RetrySweep() {
 		log.Fatal(err)
 	}
 	defer pool.Close()
-	c, err := compat.NewClient(compat.Pgx(pool), layout.PlainJobs())
+	c, err := compat.NewClient(compat.Pgx(pool), compat.PlainJobs())
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -8,7 +8,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/migrate-unique/migrate-unique/compat"
-	"github.com/migrate-unique/migrate-unique/internal/layout"
 )
 
 // A worker process runs each job of a limited group under a slot lease; a
@@ -19,13 +18,13 @@ func ExampleWorker_Run() {
 	if err != nil {
 		panic(err)
 	}
-	l := layout.Layout{JobsTable: "jobs", StateColumn: "state", ActiveStates: []string{"queued", "running"}}
+	l := compat.Layout{JobsTable: "jobs", StateColumn: "state", ActiveStates: []string{"queued", "running"}}
 	slots, _ := compat.NewSlots(compat.Pgx(pool), l, compat.SlotsOptions{})
 	worker, _ := compat.NewWorker(slots, "host-a:4121", 30*time.Second)
 	resched, _ := compat.NewRescheduler(compat.Pgx(pool), l, compat.RescheduleOptions{Delay: 5 * time.Second})
 
 	var jobID int64 = 42
-	group := layout.GroupName("SendInvoice", "acct-7") // SendInvoice::acct-7
+	group := compat.GroupName("SendInvoice", "acct-7") // SendInvoice::acct-7
 	ran, err := worker.Run(ctx, group, 2, fmt.Sprint(jobID), func(ctx context.Context) error {
 		// ... the job's work; ctx is cancelled if the slot is lost.
 		return nil
