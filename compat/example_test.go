@@ -19,6 +19,10 @@ type ChargeJob struct{ CustomerID int }
 func (j ChargeJob) ConcurrencyKey() string        { return fmt.Sprintf("customer-%d", j.CustomerID) }
 func (j ChargeJob) ConcurrencyLimit() (int, bool) { return 2, true }
 
+// ConcurrencySkipRecord asks for a skip record when the limit blocks an
+// enqueue.
+func (ChargeJob) ConcurrencySkipRecord() bool { return true }
+
 // SendEmail is an old job type: one job per key, as the legacy queue had it.
 type SendEmail struct{ To string }
 
