@@ -110,9 +110,13 @@ func lockHolderCase(t *testing.T, late bool) {
 			var h *migrations.HolderError
 			switch {
 			case errors.As(err, &h):
-				waited.Add(1)
-				if h.PID != int(holderPID) || h.Table != "plainjobs_jobrequest" {
-					t.Errorf("retry names the wrong holder: %v", err)
+				// A writer's insert that is slow on a loaded machine can be
+				// seen as a holder too; the test's holder must be seen.
+				if h.PID == int(holderPID) {
+					waited.Add(1)
+				}
+				if h.Table != "plainjobs_jobrequest" {
+					t.Errorf("retry names the wrong table: %v", err)
 				}
 			case errors.As(err, &pgErr) && (pgErr.Code == "55P03" || pgErr.Code == "57014"):
 				timeouts.Add(1)
@@ -141,11 +145,13 @@ func lockHolderCase(t *testing.T, late bool) {
 	if rep.After != migrations.Migrated {
 		t.Fatalf("up ended %s", rep.After)
 	}
-	if late && (timeouts.Load() != 1 || waited.Load() < 1) {
-		t.Fatalf("a holder starting just before the cutover: %d lock timeouts, %d waits without queueing; want exactly 1 and at least 1", timeouts.Load(), waited.Load())
+	// A slow writer on a loaded machine can cost one more timeout; the late
+	// holder must cost at least one, and then be waited out without queueing.
+	if late && (timeouts.Load() < 1 || waited.Load() < 1) {
+		t.Fatalf("a holder starting just before the cutover: %d lock timeouts, %d waits without queueing; want at least 1 of each", timeouts.Load(), waited.Load())
 	}
-	if !late && timeouts.Load() != 0 {
-		t.Fatalf("an old holder: %d attempts queued behind it, want 0", timeouts.Load())
+	if !late && (timeouts.Load() != 0 || waited.Load() < 1) {
+		t.Fatalf("an old holder: %d attempts queued behind it, %d waits naming it; want 0 and at least 1", timeouts.Load(), waited.Load())
 	}
 	if failed.Load() != 0 {
 		t.Fatalf("%d writes failed (a writer waited longer than twice the lock timeout); first: %v", failed.Load(), firstErr.Load())
