@@ -80,7 +80,7 @@ func TestMigrationCommandsFailClearly(t *testing.T) {
 		{[]string{"up", "--database", db, "--requests-table", "nope"}, 1, `table "public"."nope" does not exist`},
 		{[]string{"plan", "--database", db, "--class-column", "kind"}, 1, "up would refuse"},
 		{[]string{"down", "--database", db, "--requests-table", "nope"}, 1, "layout not found"},
-		{[]string{"status", "--database", strings.Replace(db, "127.0.0.1:5432", "127.0.0.1:1", 1)}, 1, "connect to"},
+		{[]string{"status", "--database", "postgres://postgres:Sup3rS3cretPw@127.0.0.1:1/jobs?connect_timeout=2"}, 1, "connect to"},
 	}
 	for _, c := range cases {
 		code, out, errOut := runCLI(t, c.args...)

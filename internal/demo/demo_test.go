@@ -65,7 +65,13 @@ func TestThrowawayServerIsKeptOrRemoved(t *testing.T) {
 func TestWithoutServerBinariesADatabaseOnTheTestServerIsUsedAndDropped(t *testing.T) {
 	ctx := t.Context()
 	var out bytes.Buffer
-	db, err := openDatabase(ctx, "", testdb.Finder{BinDirs: []string{}}, &out)
+	// The fallback finds the server the tests use, whichever it is (a
+	// throwaway one too, named through the environment variable's slot).
+	srv, err := testdb.Shared()
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := openDatabase(ctx, "", testdb.Finder{BinDirs: []string{}, EnvURL: srv.URL}, &out)
 	if err != nil {
 		t.Fatal(err)
 	}
