@@ -31,6 +31,12 @@ func Resolve(flagValue string) (string, error) {
 
 var kvPassword = regexp.MustCompile(`(?i)(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)`)
 
+// urlPassword finds the password of a URL that net/url cannot parse, such as
+// one whose password holds an unencoded '/', '?', '#' or space: everything
+// from the first ':' after the scheme's "//" to the last '@' (redacting too
+// much is better than too little).
+var urlPassword = regexp.MustCompile(`^([a-zA-Z][a-zA-Z0-9+.-]*://[^:@/]*:)(.*)@`)
+
 // Redact returns s with any password replaced by "xxxxx". It handles URLs
 // (postgres://user:secret@host/db, ?password=secret) and keyword/value
 // connection strings (password=secret). Use it on every URL and on every
@@ -46,6 +52,9 @@ func Redact(s string) string {
 			u.RawQuery = q.Encode()
 		}
 		return u.String()
+	}
+	if urlPassword.MatchString(s) {
+		return urlPassword.ReplaceAllString(s, "${1}xxxxx@")
 	}
 	return kvPassword.ReplaceAllString(s, "${1}xxxxx")
 }
@@ -79,6 +88,8 @@ func password(s string) string {
 		if pw := u.Query().Get("password"); pw != "" {
 			return pw
 		}
+	} else if m := urlPassword.FindStringSubmatch(s); m != nil {
+		return m[2]
 	}
 	if m := kvPassword.FindStringSubmatch(s); m != nil {
 		return strings.Trim(m[2], "'")

@@ -12,6 +12,11 @@ func TestRedactRemovesPasswords(t *testing.T) {
 		"postgres://app@db.example/jobs?password=s3cret",
 		"host=db user=app password=s3cret dbname=jobs",
 		"host=db user=app password='s3cret' dbname=jobs",
+		// Unencoded characters net/url rejects must not expose the password.
+		"postgres://app:s3cret/x@db.example:5432/jobs",
+		"postgres://app:s3cret#x@db.example/jobs",
+		"postgres://app:s3cret?x@db.example/jobs",
+		"postgres://app:s3cret x@db.example/jobs",
 	}
 	for _, in := range tests {
 		got := Redact(in)
@@ -20,6 +25,14 @@ func TestRedactRemovesPasswords(t *testing.T) {
 		}
 		if !strings.Contains(got, "xxxxx") {
 			t.Errorf("Redact(%q) = %q, want the password replaced by xxxxx", in, got)
+		}
+	}
+	for _, in := range tests {
+		if got := Describe(in); strings.Contains(got, "s3cret") {
+			t.Errorf("Describe(%q) = %q, still shows the password", in, got)
+		}
+		if got := RedactError(in, errors.New("connect "+in+": failed")).Error(); strings.Contains(got, "s3cret") {
+			t.Errorf("RedactError(%q) = %q, still shows the password", in, got)
 		}
 	}
 	if got := Redact("postgres://app@db/jobs"); got != "postgres://app@db/jobs" {
