@@ -202,10 +202,13 @@ type settings struct {
 	renamed    map[string]bool   // the Old names, unqualified
 }
 
-// splitQualified splits "importpath.Name" at its last dot.
+// splitQualified splits "importpath.Name" at its last dot. An import path
+// with a character no import path has (the Go spec's list: a space, a comma,
+// quotes, ...) is refused, so "a.Job,b.Job" given to a driver that does not
+// split lists is an error, not an interface that never matches.
 func splitQualified(s string) (pkg, name string, ok bool) {
 	i := strings.LastIndexByte(s, '.')
-	if i <= 0 || i == len(s)-1 || strings.HasSuffix(s[:i], "/") {
+	if i <= 0 || i == len(s)-1 || strings.HasSuffix(s[:i], "/") || strings.ContainsAny(s[:i], badImportPathChars) {
 		return "", "", false
 	}
 	pkg, name = s[:i], s[i+1:]
@@ -248,6 +251,10 @@ func (s *settings) addRename(old, new string) error {
 	s.renamed[oldName] = true
 	return nil
 }
+
+// badImportPathChars are the characters the Go spec lets implementations
+// exclude from import paths, and the go command does, plus white space.
+const badImportPathChars = "!\"#$%&'()*,:;<=>?[\\]^`{|} \t\n"
 
 // interfaceFlag is the repeatable -interface flag.
 type interfaceFlag struct{ s *settings }

@@ -15,6 +15,9 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	}{
 		{"interface without a package", analyzer.Config{Interfaces: []string{"Job"}}, `interface "Job": want importpath.Name`},
 		{"interface ending in a dot", analyzer.Config{Interfaces: []string{"example.com/jobs."}}, "want importpath.Name"},
+		{"interfaces as one comma-separated string", analyzer.Config{Interfaces: []string{"example.com/a.Job,example.com/b.Job"}}, "want importpath.Name"},
+		{"interface with a space", analyzer.Config{Interfaces: []string{"example.com/a .Job"}}, "want importpath.Name"},
+		{"rename with a comma in the path", analyzer.Config{Renames: map[string]string{"a/b.X=Y,a/b.Old": "New"}}, "want importpath.Old=New"},
 		{"rename without a package", analyzer.Config{Renames: map[string]string{"Old": "New"}}, "want importpath.Old=New"},
 		{"rename to another package", analyzer.Config{Renames: map[string]string{"a/b.Old": "c/d.New"}}, "must be in the same package a/b"},
 		{"rename to a non-identifier", analyzer.Config{Renames: map[string]string{"a/b.Old": "new-name"}}, "is not a Go identifier"},
