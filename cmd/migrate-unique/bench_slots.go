@@ -229,12 +229,16 @@ WHERE group_name = $1 AND expires_at > clock_timestamp()`, group).Scan(&unexpire
 	start := time.Now()
 	wg.Wait()
 	elapsed := time.Since(start)
+	// Stop the observer before reading its figures or returning: a worker
+	// that failed early leaves the phase running otherwise.
+	cancel()
+	obsErr := <-observed
 	close(errs)
 	for err := range errs {
 		return f, fmt.Errorf("worker: %w", pgurl.RedactError(url, err))
 	}
-	if err := <-observed; err != nil {
-		return f, fmt.Errorf("observer: %w", pgurl.RedactError(url, err))
+	if obsErr != nil {
+		return f, fmt.Errorf("observer: %w", pgurl.RedactError(url, obsErr))
 	}
 	// The stale workers come back: a release whose slot has a new token
 	// since must be refused.

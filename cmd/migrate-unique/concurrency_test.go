@@ -197,3 +197,15 @@ func TestBenchSlots(t *testing.T) {
 		t.Fatalf("bad --workers: %d %q", code, errOut)
 	}
 }
+
+// TestBenchSlotsWorkerError: when a worker fails, the command says why and
+// stops its observer before it returns (no race on the figures, no query on
+// a closed connection).
+func TestBenchSlotsWorkerError(t *testing.T) {
+	t.Parallel()
+	url := testdb.New(t)
+	code, _, errOut := runCLI(t, "bench", "slots", "--database", url, "--workers", "2", "--limit", "2000000", "--duration", "200ms")
+	if code != 1 || !strings.Contains(errOut, "worker:") || !strings.Contains(errOut, "at most 1048576 slots per group") {
+		t.Fatalf("bench slots with a limit the slot API refuses: exit %d, stderr %q", code, errOut)
+	}
+}
