@@ -9,6 +9,7 @@ import (
 	"strings"
 	"text/template"
 	"time"
+	"unicode/utf8"
 
 	"github.com/migrate-unique/migrate-unique/internal/layout"
 	"github.com/migrate-unique/migrate-unique/internal/version"
@@ -105,7 +106,13 @@ func countingIndexName(table string) string {
 		return name
 	}
 	sum := sha256.Sum256([]byte(table))
-	return table[:63-len(suffix)-9] + "_" + hex.EncodeToString(sum[:4]) + suffix
+	cut := 63 - len(suffix) - 9
+	// Never cut a multi-byte character in half: PostgreSQL rejects a name
+	// that is not valid UTF-8.
+	for cut > 0 && !utf8.RuneStart(table[cut]) {
+		cut--
+	}
+	return table[:cut] + "_" + hex.EncodeToString(sum[:4]) + suffix
 }
 
 // countingIndex is the index the runtime counts active jobs with: (class,

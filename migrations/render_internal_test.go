@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/migrate-unique/migrate-unique/internal/layout"
 )
@@ -59,6 +60,12 @@ func TestCountingIndexNamesFitPostgres(t *testing.T) {
 	a, b := countingIndexName(long), countingIndexName(long[:62]+"u")
 	if len(a) > 63 || len(b) > 63 || a == b {
 		t.Fatalf("names %q (%d) and %q (%d): want distinct, at most 63 bytes", a, len(a), b, len(b))
+	}
+	// A long name of multi-byte characters is never cut inside one.
+	for _, table := range []string{"a" + strings.Repeat("é", 31), strings.Repeat("日", 21), "ab" + strings.Repeat("🙂", 15)} {
+		if got := countingIndexName(table); len(got) > 63 || !utf8.ValidString(got) {
+			t.Errorf("countingIndexName(%q) = %q (%d bytes): want valid UTF-8, at most 63 bytes", table, got, len(got))
+		}
 	}
 	if got := countingIndexName("jobs"); got != "jobs_concurrency_key_idx" {
 		t.Fatalf("short name %q", got)
