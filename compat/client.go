@@ -25,7 +25,8 @@ var (
 	// Nothing is inserted.
 	ErrInvalidJob = errors.New("invalid job")
 	// ErrNotMigrated: the job needs the migrated schema (a limit above 1,
-	// or skip records) and the database still has unique_key.
+	// a key without a limit, or skip records) and the database still has
+	// unique_key.
 	ErrNotMigrated = errors.New("the database is not migrated")
 	// ErrSchema: the layout's tables are missing or not a queue.
 	ErrSchema = errors.New("unusable queue schema")

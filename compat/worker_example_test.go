@@ -3,6 +3,8 @@ package compat_test
 import (
 	"context"
 	"fmt"
+	"log"
+	"os"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -14,14 +16,24 @@ import (
 // busy group reschedules the job without spending an attempt.
 func ExampleWorker_Run() {
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, "postgres://localhost/app")
+	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
 	if err != nil {
-		panic(err)
+		log.Fatal(err)
 	}
+	defer pool.Close()
 	l := compat.Layout{JobsTable: "jobs", StateColumn: "state", ActiveStates: []string{"queued", "running"}}
-	slots, _ := compat.NewSlots(compat.Pgx(pool), l, compat.SlotsOptions{})
-	worker, _ := compat.NewWorker(slots, "host-a:4121", 30*time.Second)
-	resched, _ := compat.NewRescheduler(compat.Pgx(pool), l, compat.RescheduleOptions{Delay: 5 * time.Second})
+	slots, err := compat.NewSlots(compat.Pgx(pool), l, compat.SlotsOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	worker, err := compat.NewWorker(slots, "host-a:4121", 30*time.Second)
+	if err != nil {
+		log.Fatal(err)
+	}
+	resched, err := compat.NewRescheduler(compat.Pgx(pool), l, compat.RescheduleOptions{Delay: 5 * time.Second})
+	if err != nil {
+		log.Fatal(err)
+	}
 
 	var jobID int64 = 42
 	group := compat.GroupName("SendInvoice", "acct-7") // SendInvoice::acct-7
@@ -33,8 +45,12 @@ func ExampleWorker_Run() {
 	case !ran && err == nil:
 		// Busy: back to the queue, attempt counter untouched.
 		res, err := resched.Reschedule(ctx, group, jobID)
-		fmt.Println(res.RunAt, res.Reschedules, err)
+		if err != nil {
+			log.Fatal(err)
+		}
+		log.Printf("job %d busy, due again at %s (rescheduled %d times in a row)", jobID, res.RunAt, res.Reschedules)
 	case err != nil:
 		// A real failure: the queue's normal attempt path.
+		log.Printf("job %d failed: %v", jobID, err)
 	}
 }
