@@ -17,7 +17,8 @@ type foundTable struct {
 // findCandidates lists the tables of the database that have a key column,
 // grouped into layouts with the flags that select them, and completes the
 // missing messages with near misses (same name in another case or schema).
-func findCandidates(ctx context.Context, q querier, l layout.Layout, missing []string) ([]Candidate, []string) {
+// An error means the tables could not be listed; missing is returned as is.
+func findCandidates(ctx context.Context, q querier, l layout.Layout, missing []string) ([]Candidate, []string, error) {
 	rows, err := q.Query(ctx, `
 SELECT n.nspname::text, c.relname::text,
        ARRAY(SELECT a.attname::text FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum)
@@ -26,18 +27,21 @@ WHERE c.relkind IN ('r', 'p') AND n.nspname NOT IN ('pg_catalog', 'information_s
   AND EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attname IN ('unique_key', 'concurrency_key') AND NOT a.attisdropped)
 ORDER BY 1, 2`)
 	if err != nil {
-		return nil, missing
+		return nil, missing, err
 	}
 	var all []foundTable
 	for rows.Next() {
 		var t foundTable
 		if err := rows.Scan(&t.schema, &t.name, &t.columns); err != nil {
 			rows.Close()
-			return nil, missing
+			return nil, missing, err
 		}
 		all = append(all, t)
 	}
 	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, missing, err
+	}
 
 	// Near misses: a wanted table that exists under another case or schema.
 	for _, want := range l.Tables() {
@@ -105,7 +109,7 @@ ORDER BY 1, 2`)
 			out = append(out, candidate(c))
 		}
 	}
-	return out, missing
+	return out, missing, nil
 }
 
 func candidate(l layout.Layout) Candidate {

@@ -61,11 +61,18 @@ type NotFoundError struct {
 	Missing []string
 	// Candidates lists tables with a unique_key (or concurrency_key) column.
 	Candidates []Candidate
+
+	// listErr says why the candidates could not be listed.
+	listErr error
 }
 
 func (e *NotFoundError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "layout not found: %s", strings.Join(e.Missing, "; "))
+	if e.listErr != nil {
+		fmt.Fprintf(&b, "\ncould not list the tables that have a unique_key (or concurrency_key) column: %v", e.listErr)
+		return b.String()
+	}
 	if len(e.Candidates) == 0 {
 		b.WriteString("\nno table of this database has a unique_key (or concurrency_key) column")
 		return b.String()

@@ -1,12 +1,14 @@
 package migrations
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
 	"unicode/utf8"
 
 	"github.com/migrate-unique/migrate-unique/internal/layout"
+	"github.com/migrate-unique/migrate-unique/internal/testdb"
 )
 
 // The exact statement texts the engine sends for a layout whose names need
@@ -130,5 +132,24 @@ func TestRuntimeTablesCoverRuntimeDDL(t *testing.T) {
 		if !known[name] {
 			t.Errorf("RuntimeDDL creates %s, which runtimeTables does not list: add it with the rows that make it hold operator data", name)
 		}
+	}
+}
+
+// When the tables cannot be listed, the not-found message says so instead
+// of claiming that the database has no candidate table.
+func TestNotFoundSaysWhenCandidatesCannotBeListed(t *testing.T) {
+	ctx := context.Background()
+	conn := testdb.Connect(t, testdb.New(t))
+	if err := conn.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	missing := []string{`table "public"."plainjobs_jobrequest" does not exist`}
+	nf := &NotFoundError{Missing: missing}
+	nf.Candidates, nf.Missing, nf.listErr = findCandidates(ctx, conn, layout.PlainJobs(), missing)
+	if nf.listErr == nil {
+		t.Fatal("findCandidates on a closed connection reported no error")
+	}
+	if msg := nf.Error(); strings.Contains(msg, "no table of this database") || !strings.Contains(msg, "could not list the tables") {
+		t.Fatalf("message hides the failure:\n%s", msg)
 	}
 }
