@@ -205,6 +205,7 @@ ORDER BY i.relname`, l.Schema, table)
 	if err != nil {
 		return nil, fmt.Errorf("read the indexes of %s: %w", l.Table(table), err)
 	}
+	defer rows.Close() // a scan error must not leave the connection busy
 	var out []indexInfo
 	for rows.Next() {
 		ix := indexInfo{table: table}
