@@ -59,7 +59,7 @@ type lintFinding struct {
 	Message string `json:"message"`
 }
 
-const lintUsage = `lint [-json] [-interface importpath.Name] [-rename importpath.Old=New] [-tags tags] [-test=false] packages
+const lintUsage = `lint [-json] [-interface importpath.Name]... [-rename importpath.Old=New]... [-tags list] [-test=false] [packages]
 
 Reports legacy unique-key job code in the packages (default ./...). Exit
 status: 0 no findings, 1 findings, 2 bad usage or packages that do not load.
@@ -78,40 +78,16 @@ func lintHelp() string {
 func runLint(ctx context.Context, e *env, args []string) error {
 	fs := newFlagSet(e, "lint", lintHelp())
 	asJSON := fs.Bool("json", false, "print findings as a JSON array")
-	tags := fs.String("tags", "", "comma-separated build tags to load the packages with")
+	tags := fs.String("tags", "", "build tags to load the packages with, a comma-separated `list` as for go build -tags")
 	tests := fs.Bool("test", true, "also analyse test files")
-	var cfg analyzer.Config
-	fs.Func("interface", "legacy job interface as importpath.Name (repeatable); replaces the default detection", func(v string) error {
-		for _, name := range strings.Split(v, ",") {
-			if name = strings.TrimSpace(name); name != "" {
-				cfg.Interfaces = append(cfg.Interfaces, name)
-			}
-		}
-		return nil
-	})
-	fs.Func("rename", "rename importpath.Old=New, an option function or sentinel error (repeatable)", func(v string) error {
-		for _, pair := range strings.Split(v, ",") {
-			if pair = strings.TrimSpace(pair); pair == "" {
-				continue
-			}
-			old, new, ok := strings.Cut(pair, "=")
-			if !ok {
-				return fmt.Errorf("%q: want importpath.Old=New", pair)
-			}
-			if cfg.Renames == nil {
-				cfg.Renames = map[string]string{}
-			}
-			cfg.Renames[strings.TrimSpace(old)] = strings.TrimSpace(new)
-		}
-		return nil
-	})
+	cfg := analyzerFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
 		return &exitError{code: 2}
 	}
-	a, err := analyzer.New(cfg)
+	a, err := analyzer.New(*cfg)
 	if err != nil {
 		return &exitError{code: 2, err: err}
 	}
@@ -148,6 +124,38 @@ func runLint(ctx context.Context, e *env, args []string) error {
 		return &exitError{code: 1}
 	}
 	return nil
+}
+
+// analyzerFlags registers -interface and -rename, as lint and rewrite both
+// take them: repeatable, each value a comma-separated list, like the
+// analyzer's own flags under go vet. The names are checked by analyzer.New.
+func analyzerFlags(fs *flag.FlagSet) *analyzer.Config {
+	cfg := &analyzer.Config{}
+	fs.Func("interface", "legacy job interface as `importpath.Name` (repeatable or comma-separated); replaces the default detection (interfaces with UniqueKey() string and Run, Perform, Execute, Handle, Process, Work or Do)", func(v string) error {
+		for _, name := range strings.Split(v, ",") {
+			if name = strings.TrimSpace(name); name != "" {
+				cfg.Interfaces = append(cfg.Interfaces, name)
+			}
+		}
+		return nil
+	})
+	fs.Func("rename", "rename an option function or sentinel error, `importpath.Old=New` (repeatable or comma-separated)", func(v string) error {
+		for _, pair := range strings.Split(v, ",") {
+			if pair = strings.TrimSpace(pair); pair == "" {
+				continue
+			}
+			old, new, ok := strings.Cut(pair, "=")
+			if !ok {
+				return fmt.Errorf("%q: want importpath.Old=New, e.g. example.com/app/jobs.WithUniqueKey=WithConcurrencyKey", pair)
+			}
+			if cfg.Renames == nil {
+				cfg.Renames = map[string]string{}
+			}
+			cfg.Renames[strings.TrimSpace(old)] = strings.TrimSpace(new)
+		}
+		return nil
+	})
+	return cfg
 }
 
 // lint loads the packages and returns the analyzer's findings on them,

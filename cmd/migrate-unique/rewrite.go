@@ -38,9 +38,8 @@ func runRewrite(ctx context.Context, e *env, args []string) error {
 	fs := newFlagSet(e, "rewrite", rewriteUsage)
 	diff := fs.Bool("diff", false, "print a unified diff and change nothing (the default); exit 1 when there is a diff")
 	write := fs.Bool("w", false, "write the rewritten files")
-	var interfaces, renames, tags listFlag
-	fs.Var(&interfaces, "interface", "legacy job interface as `importpath.Name` (repeatable); replaces the default detection (interfaces with UniqueKey() string and Run, Perform, Execute, Handle, Process, Work or Do)")
-	fs.Var(&renames, "rename", "rename an option function or sentinel error, `importpath.Old=New` (repeatable)")
+	cfg := analyzerFlags(fs)
+	var tags listFlag
 	fs.Var(&tags, "tags", "comma-separated build tags: one more `list` to load the module with (repeatable, one load each, besides the load without tags)")
 	allowTypeErrors := fs.Bool("allow-type-errors", false, "write (or diff) even when the rewritten module does not type-check, listing the errors: for generated mocks you regenerate right after")
 	if err := fs.Parse(args); err != nil {
@@ -52,15 +51,7 @@ func runRewrite(ctx context.Context, e *env, args []string) error {
 	if *diff && *write {
 		return &exitError{code: 2, err: errors.New("-diff and -w exclude each other: -diff shows the change, -w makes it")}
 	}
-	cfg := analyzer.Config{Interfaces: interfaces, Renames: map[string]string{}}
-	for _, r := range renames {
-		old, new, ok := strings.Cut(r, "=")
-		if !ok {
-			return &exitError{code: 2, err: fmt.Errorf("-rename %s: want importpath.Old=New, e.g. example.com/app/jobs.WithUniqueKey=WithConcurrencyKey", r)}
-		}
-		cfg.Renames[strings.TrimSpace(old)] = strings.TrimSpace(new)
-	}
-	a, err := analyzer.New(cfg)
+	a, err := analyzer.New(*cfg)
 	if err != nil {
 		return &exitError{code: 2, err: err}
 	}

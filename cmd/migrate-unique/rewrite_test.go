@@ -114,3 +114,23 @@ func TestRewriteCommandBadInput(t *testing.T) {
 		t.Fatal("a refused rewrite changed a file")
 	}
 }
+
+// TestRewriteCommandListFlags: -interface and -rename take comma-separated
+// lists as lint and go vet do, and give the diff that repeated flags give.
+func TestRewriteCommandListFlags(t *testing.T) {
+	extractModule(t, "interface.txtar")
+	repeated := []string{"rewrite",
+		"-interface", "example.com/mod/queue.Task", "-interface", "example.com/mod/queue.Nothing",
+		"-rename", "example.com/mod/queue.WithUniqueKey=WithConcurrencyKey",
+		"-rename", "example.com/mod/queue.ErrDuplicate=ErrConcurrencyLimitReached"}
+	code, want, errOut := runCLI(t, repeated...)
+	if code != 1 || !strings.Contains(want, "WithConcurrencyKey") || !strings.Contains(want, "ErrConcurrencyLimitReached") || !strings.Contains(want, "ConcurrencyLimit() (int, bool)") {
+		t.Fatalf("rewrite with repeated flags: exit %d\nstdout:\n%s\nstderr:\n%s", code, want, errOut)
+	}
+	code, got, errOut := runCLI(t, "rewrite",
+		"-interface", "example.com/mod/queue.Task, example.com/mod/queue.Nothing",
+		"-rename", "example.com/mod/queue.WithUniqueKey=WithConcurrencyKey,example.com/mod/queue.ErrDuplicate=ErrConcurrencyLimitReached")
+	if code != 1 || got != want {
+		t.Errorf("rewrite with comma-separated flags: exit %d, diff\n%s\nwant the diff of repeated flags:\n%s\nstderr:\n%s", code, got, want, errOut)
+	}
+}
