@@ -122,8 +122,10 @@ func (f *concurrencyFlags) open(ctx context.Context) (*compat.Slots, string, fun
 func (f *concurrencyFlags) explain(url string, err error) error {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && (pgErr.Code == "42P01" || pgErr.Code == "3F000") {
-		return fmt.Errorf("the runtime tables (%s, %s) are missing in schema %q; run 'migrate-unique up' first, or pass the right --schema: %w",
-			layout.SlotsTable, layout.LimitsTable, *f.schema, pgurl.RedactError(url, err))
+		// The server's error alone: the runtime's own wording of the same
+		// fix would say it twice.
+		return fmt.Errorf("the runtime tables (%s, %s, %s) are missing in schema %q; run 'migrate-unique up' first, or pass the right --schema: %w",
+			layout.SlotsTable, layout.LimitsTable, layout.ReschedulesTable, *f.schema, pgErr)
 	}
 	if errors.Is(err, compat.ErrSlotArgument) {
 		return &exitError{code: 2, err: err}
