@@ -37,8 +37,8 @@ type env struct {
 // commands lists every subcommand in the order help shows them.
 var commands = []command{
 	{"plan", "plan [layout flags] [--database URL]", "show what the database migration would do, changing nothing", runPlan},
-	{"up", "up [layout flags] [--database URL] [--lock-timeout 2s] [--max-attempts 10]", "run the database migration, online", runUp},
-	{"down", "down [layout flags] [--database URL] [--lock-timeout 2s] [--max-attempts 10]", "roll the database migration back", runDown},
+	{"up", "up [layout flags] [--database URL] [--lock-timeout 2s] [--max-attempts 10] [--long-transaction 1m]", "run the database migration, online", runUp},
+	{"down", "down [layout flags] [--database URL] [--lock-timeout 2s] [--max-attempts 10] [--long-transaction 1m]", "roll the database migration back", runDown},
 	{"status", "status [layout flags] [--database URL]", "show whether the database is legacy, partly migrated or migrated", runStatus},
 	{"sql", "sql [layout flags] [--dir DIR]", "write the migration as golang-migrate files", runSQL},
 	{"lint", "lint [flags] packages", "report legacy unique-key job code", runLint},

@@ -18,9 +18,6 @@ import (
 
 // Owned by the migration issue: plan, up, down, status, sql.
 
-// errNotImplemented is what a command that is not written yet returns.
-var errNotImplemented = errors.New("not implemented yet")
-
 const databaseFlagUsage = "PostgreSQL URL, e.g. postgres://user@host:5432/dbname (default $" + pgurl.EnvVar + "); the password is never printed"
 
 // migrateFlags are the flags of plan, up, down and status.
@@ -147,7 +144,7 @@ func runPlan(ctx context.Context, e *env, args []string) error {
 	return nil
 }
 
-const upUsage = `up [layout flags] [--database URL] [--lock-timeout 2s] [--max-attempts 10]
+const upUsage = `up [layout flags] [--database URL] [--lock-timeout 2s] [--max-attempts 10] [--long-transaction 1m]
 
 Runs the migration online: counting indexes built CONCURRENTLY, one short
 cutover transaction (rename unique_key to concurrency_key, drop the unique
@@ -159,7 +156,7 @@ func runUp(ctx context.Context, e *env, args []string) error {
 	return runMigration(ctx, e, "up", upUsage, args, migrations.Up)
 }
 
-const downUsage = `down [layout flags] [--database URL] [--lock-timeout 2s] [--max-attempts 10]
+const downUsage = `down [layout flags] [--database URL] [--lock-timeout 2s] [--max-attempts 10] [--long-transaction 1m]
 
 Rolls the migration back online. First a read-only scan: if any group has
 more rows than the old unique rule allows, down refuses, lists every such
