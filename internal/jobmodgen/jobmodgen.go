@@ -40,14 +40,8 @@ type Stats struct {
 	NonJobs    int // types with a UniqueKey method that are not jobs
 }
 
-// Write writes a module with the given number of job packages and job types
-// into dir, which must be empty or absent.
-func Write(dir string, packages, jobs int) error {
-	_, err := Generate(dir, packages, jobs)
-	return err
-}
-
-// Generate is Write that also returns what the module holds.
+// Generate writes a module with the given number of job packages and job
+// types into dir, which must be empty or absent, and returns what it holds.
 func Generate(dir string, packages, jobs int) (Stats, error) {
 	if packages < 1 || jobs < packages {
 		return Stats{}, fmt.Errorf("jobmodgen: want at least 1 package and at least one job type per package, got %d packages and %d jobs", packages, jobs)

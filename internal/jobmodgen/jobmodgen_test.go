@@ -47,17 +47,17 @@ func TestGeneratedModuleBuildsAndPasses(t *testing.T) {
 }
 
 func TestRejectsBadInput(t *testing.T) {
-	if err := jobmodgen.Write(t.TempDir(), 0, 10); err == nil {
+	if _, err := jobmodgen.Generate(t.TempDir(), 0, 10); err == nil {
 		t.Error("0 packages: no error")
 	}
-	if err := jobmodgen.Write(t.TempDir(), 5, 3); err == nil {
+	if _, err := jobmodgen.Generate(t.TempDir(), 5, 3); err == nil {
 		t.Error("fewer jobs than packages: no error")
 	}
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "x"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := jobmodgen.Write(dir, 1, 1); err == nil || !strings.Contains(err.Error(), "not empty") {
+	if _, err := jobmodgen.Generate(dir, 1, 1); err == nil || !strings.Contains(err.Error(), "not empty") {
 		t.Errorf("non-empty dir: err = %v", err)
 	}
 }
