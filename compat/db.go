@@ -156,9 +156,11 @@ func (d sqlDB) Exec(ctx context.Context, query string, args ...any) (int64, erro
 	if err != nil {
 		return 0, err
 	}
+	// Release, Reschedule and ClearLimit decide on the count: a driver that
+	// cannot report it must not pass for "no row matched".
 	n, err := res.RowsAffected()
 	if err != nil {
-		return 0, nil // the driver does not report it; callers only use it as a hint
+		return 0, fmt.Errorf("rows affected: %w", err)
 	}
 	return n, nil
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/DATA-DOG/go-sqlmock"
 	_ "github.com/jackc/pgx/v5/stdlib" // the database/sql driver "pgx"
 )
 
@@ -52,5 +53,30 @@ func TestSlotsOverDatabaseSQL(t *testing.T) {
 	}
 	if err := s.Release(ctx, a); !errors.Is(err, ErrLeaseLost) {
 		t.Fatalf("second release: %v", err)
+	}
+}
+
+// TestSQLExecReportsAnUnknownRowCount: a release whose driver cannot say how
+// many rows it changed is an error, never a lost lease (which would make a
+// worker abandon a slot it still holds).
+func TestSQLExecReportsAnUnknownRowCount(t *testing.T) {
+	t.Parallel()
+	db, mock, err := sqlmock.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	s, err := NewSlots(SQL(db), slotTestLayout, SlotsOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	noCount := errors.New("driver: no row count")
+	mock.ExpectExec("UPDATE").WillReturnResult(sqlmock.NewErrorResult(noCount))
+	err = s.Release(t.Context(), Lease{Group: "Sql::k", Slot: 0, Token: 7})
+	if !errors.Is(err, noCount) || errors.Is(err, ErrLeaseLost) {
+		t.Fatalf("release without a row count: %v, want the driver's error and not ErrLeaseLost", err)
+	}
+	if err := mock.ExpectationsWereMet(); err != nil {
+		t.Fatal(err)
 	}
 }
