@@ -9,15 +9,13 @@ import (
 // Flags binds the layout flags shared by every command that works on a
 // queue: --schema, --class-column, the two-table and the single-table flags.
 type Flags struct {
-	fs   *flag.FlagSet
-	l    Layout
-	st   string
-	cols string
+	l      Layout
+	states string
 }
 
 // RegisterFlags adds the layout flags to fs. Call Layout after fs.Parse.
 func RegisterFlags(fs *flag.FlagSet) *Flags {
-	f := &Flags{fs: fs}
+	f := &Flags{}
 	fs.StringVar(&f.l.Schema, "schema", "public", "schema that holds the queue's tables")
 	fs.StringVar(&f.l.ClassColumn, "class-column", "job_class", "column that holds the job class")
 	fs.StringVar(&f.l.RequestsTable, "requests-table", "", "two-table layout: table of pending jobs (default plain-jobs' "+PlainJobsRequests+" when no table flag is given)")
@@ -25,7 +23,7 @@ func RegisterFlags(fs *flag.FlagSet) *Flags {
 	fs.StringVar(&f.l.ResultsTable, "results-table", "", "two-table layout: table of finished jobs (default plain-jobs' "+PlainJobsResults+")")
 	fs.StringVar(&f.l.JobsTable, "jobs-table", "", "single-table layout: the one jobs table")
 	fs.StringVar(&f.l.StateColumn, "state-column", "", "single-table layout: column that holds the job's state (default state)")
-	fs.StringVar(&f.st, "active-states", "", "single-table layout: comma-separated states that count as active; the first is the state of a new job")
+	fs.StringVar(&f.states, "active-states", "", "single-table layout: comma-separated states that count as active; the first is the state of a new job")
 	return f
 }
 
@@ -33,8 +31,8 @@ func RegisterFlags(fs *flag.FlagSet) *Flags {
 // at all it is plain-jobs' three tables in --schema.
 func (f *Flags) Layout() (Layout, error) {
 	l := f.l
-	if f.st != "" {
-		for _, s := range strings.Split(f.st, ",") {
+	if f.states != "" {
+		for _, s := range strings.Split(f.states, ",") {
 			l.ActiveStates = append(l.ActiveStates, strings.TrimSpace(s))
 		}
 	}

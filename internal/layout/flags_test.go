@@ -1,0 +1,56 @@
+package layout
+
+import (
+	"errors"
+	"flag"
+	"io"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestFlagsLayout(t *testing.T) {
+	tests := []struct {
+		args    []string
+		want    Layout
+		wantErr string
+	}{
+		{args: nil, want: PlainJobs()},
+		{args: []string{"-schema", "Billing Queue", "-class-column", "kind", "-requests-table", "JobRequests", "-processes-table", "job_processes"},
+			want: Layout{Schema: "Billing Queue", ClassColumn: "kind", RequestsTable: "JobRequests", ProcessesTable: "job_processes"}},
+		{args: []string{"-jobs-table", "jobs", "-state-column", "status", "-active-states", "pending, running,paused"},
+			want: Layout{Schema: "public", ClassColumn: "job_class", JobsTable: "jobs", StateColumn: "status", ActiveStates: []string{"pending", "running", "paused"},
+				IDColumn: "id", RunAtColumn: "run_at", LeaseColumn: "lease_until", WorkerColumn: "worker_id", AttemptColumn: "attempt"}},
+		{args: []string{"-active-states", "pending"}, wantErr: "need --jobs-table"},
+		{args: []string{"-jobs-table", "jobs"}, wantErr: "needs --active-states"},
+		{args: []string{"-jobs-table", "jobs", "-requests-table", "r", "-active-states", "pending"}, wantErr: "choose one layout"},
+		{args: []string{"-processes-table", "p"}, wantErr: "needs --requests-table"},
+		{args: []string{"-requests-table", "r", "-state-column", "status"}, wantErr: "only apply with --jobs-table"},
+		{args: []string{"-jobs-table", "jobs", "-active-states", "pending,,running"}, wantErr: "empty state"},
+		{args: []string{"-jobs-table", "jobs", "-active-states", "pending,pending"}, wantErr: "listed twice"},
+		{args: []string{"-requests-table", "r", "-processes-table", "r"}, wantErr: "named twice"},
+		{args: []string{"-requests-table", strings.Repeat("x", 64)}, wantErr: "at most 63"},
+	}
+	for _, tt := range tests {
+		fs := flag.NewFlagSet("test", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		f := RegisterFlags(fs)
+		if err := fs.Parse(tt.args); err != nil {
+			t.Fatalf("%v: parse: %v", tt.args, err)
+		}
+		got, err := f.Layout()
+		if tt.wantErr != "" {
+			if err == nil || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("%v: error %v, want ErrInvalid saying %q", tt.args, err, tt.wantErr)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%v: %v", tt.args, err)
+			continue
+		}
+		if !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("%v:\n got %+v\nwant %+v", tt.args, got, tt.want)
+		}
+	}
+}
