@@ -98,7 +98,7 @@ func NewRescheduler(db DB, l layout.Layout, opts RescheduleOptions) (*Reschedule
 		mp = noop.NewMeterProvider()
 	}
 	var err error
-	r.count, err = mp.Meter(slotMeterName).Int64Counter("compat.reschedules",
+	r.count, err = mp.Meter(instrumentationName).Int64Counter("compat.reschedules",
 		metric.WithDescription("Jobs rescheduled because their slot was busy (no attempt counted)."),
 		metric.WithUnit("{reschedule}"))
 	if err != nil {

@@ -9,9 +9,6 @@ import (
 	"go.opentelemetry.io/otel/metric"
 )
 
-// slotMeterName is the instrumentation scope of the slot instruments.
-const slotMeterName = "github.com/migrate-unique/migrate-unique/compat"
-
 // slotMetrics holds the slot instruments. Attributes are bounded: result
 // has two values, and the per-group gauges only report the configured
 // groups.
@@ -26,7 +23,7 @@ var (
 )
 
 func newSlotMetrics(mp metric.MeterProvider, s *Slots, gaugeGroups []string) (slotMetrics, error) {
-	meter := mp.Meter(slotMeterName)
+	meter := mp.Meter(instrumentationName)
 	var m slotMetrics
 	var err error
 	if m.acquisitions, err = meter.Int64Counter("compat.slots.acquisitions",
