@@ -229,11 +229,11 @@ func (c *Client) retryAll(ctx context.Context, tx DB, s *schema, fs []failed, o 
 	jobs := make([]Job, len(fs))
 	now := time.Now()
 	for i, f := range fs {
-		key := orEmpty(f.key)
+		key := deref(f.key)
 		j := Job{
-			Class: f.class, Value: o.limit(f.class, key), Priority: f.priority, Queue: orEmpty(f.queue),
+			Class: f.class, Value: o.limit(f.class, key), Priority: f.priority, Queue: deref(f.queue),
 			Retries: f.retries, RetryAttempt: f.retryAttempt + 1, StartAt: now.Add(o.backoff(f.retryAttempt + 1)),
-			Source: orEmpty(f.source),
+			Source: deref(f.source),
 		}
 		if f.params != nil {
 			j.Args = json.RawMessage(*f.params)
@@ -302,11 +302,4 @@ func (t txDB) sendBatch(ctx context.Context, qs []query) error {
 		return b.sendBatch(ctx, qs)
 	}
 	return runEach(ctx, t.Tx, qs)
-}
-
-func orEmpty(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
 }
