@@ -2,9 +2,14 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/migrate-unique/migrate-unique/internal/jobmodgen"
 )
 
 // benches maps a benchmark's name to its runner. Each lives in its own file
@@ -35,4 +40,37 @@ func runBench(ctx context.Context, e *env, args []string) error {
 		return fmt.Errorf("unknown benchmark %q; choose one of %s", args[0], strings.Join(names, ", "))
 	}
 	return b(ctx, e, args[1:])
+}
+
+// moduleFlags are the flags of a benchmark over a generated job module
+// (bench vet, bench rewrite).
+type moduleFlags struct {
+	packages, jobs *int
+	dir            *string
+}
+
+func addModuleFlags(fs *flag.FlagSet) moduleFlags {
+	return moduleFlags{
+		packages: fs.Int("packages", 50, "job packages in the generated module"),
+		jobs:     fs.Int("jobs", 2000, "job types in the generated module"),
+		dir:      fs.String("dir", "", "generate the module here and keep it (default: a temporary directory, removed)"),
+	}
+}
+
+// generate makes a work directory (the caller removes it) and generates the
+// module in -dir or, by default, inside the work directory.
+func (m moduleFlags) generate(prefix string) (work, mod string, st jobmodgen.Stats, err error) {
+	work, err = os.MkdirTemp("", prefix)
+	if err != nil {
+		return "", "", st, err
+	}
+	mod = *m.dir
+	if mod == "" {
+		mod = filepath.Join(work, "module")
+	}
+	if st, err = jobmodgen.Generate(mod, *m.packages, *m.jobs); err != nil {
+		os.RemoveAll(work)
+		return "", "", st, err
+	}
+	return work, mod, st, nil
 }

@@ -13,8 +13,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
-	"github.com/migrate-unique/migrate-unique/internal/jobmodgen"
 )
 
 // measureArg makes `bench rewrite` run one command and record its wall time
@@ -39,9 +37,7 @@ func runBenchRewrite(ctx context.Context, e *env, args []string) error {
 		return measureCommand(ctx, e, args[1:])
 	}
 	fs := newFlagSet(e, "bench rewrite", "bench rewrite [-packages 50] [-jobs 2000] [-dir DIR]")
-	pkgs := fs.Int("packages", 50, "job packages in the generated module")
-	jobs := fs.Int("jobs", 2000, "job types in the generated module")
-	dir := fs.String("dir", "", "generate the module here and keep it (default: a temporary directory, removed)")
+	gen := addModuleFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -52,19 +48,11 @@ func runBenchRewrite(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("find this binary: %w", err)
 	}
-	work, err := os.MkdirTemp("", "migrate-unique-bench-rewrite-")
+	work, mod, st, err := gen.generate("migrate-unique-bench-rewrite-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(work)
-	mod := *dir
-	if mod == "" {
-		mod = filepath.Join(work, "module")
-	}
-	st, err := jobmodgen.Generate(mod, *pkgs, *jobs)
-	if err != nil {
-		return err
-	}
 	fmt.Fprintf(e.stdout, "rewrite benchmark: %d packages, %d job types, %d call sites (module %s)\n", st.Packages, st.JobTypes, st.CallSites, mod)
 
 	goEnv := append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off", "GOPROXY=off", "GOTOOLCHAIN=local",

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -11,18 +10,14 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
-
-	"github.com/migrate-unique/migrate-unique/internal/jobmodgen"
 )
 
 // runBenchVet times `go vet -vettool=<this binary>` against plain `go vet`
 // over the same generated module, in the same run, and prints the ratio.
 func runBenchVet(ctx context.Context, e *env, args []string) error {
 	fs := newFlagSet(e, "bench vet", "bench vet [-packages 50] [-jobs 2000] [-runs 3] [-dir DIR]")
-	pkgs := fs.Int("packages", 50, "job packages in the generated module")
-	jobs := fs.Int("jobs", 2000, "job types in the generated module")
+	gen := addModuleFlags(fs)
 	runs := fs.Int("runs", 3, "timed rounds after the warm-up, each with every package of the module changed")
-	dir := fs.String("dir", "", "generate the module here and keep it (default: a temporary directory, removed)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -36,19 +31,11 @@ func runBenchVet(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("find this binary for -vettool: %w", err)
 	}
-	work, err := os.MkdirTemp("", "migrate-unique-bench-vet-")
+	work, mod, st, err := gen.generate("migrate-unique-bench-vet-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(work)
-	mod := *dir
-	if mod == "" {
-		mod = filepath.Join(work, "module")
-	}
-	st, err := jobmodgen.Generate(mod, *pkgs, *jobs)
-	if err != nil {
-		return err
-	}
 	want := st.JobTypes + st.Interfaces + st.CallSites
 	fmt.Fprintf(e.stdout, "vet benchmark: %d packages, %d job types, %d findings expected (module %s)\n", st.Packages, st.JobTypes, want, mod)
 	goCmd := func(args ...string) *exec.Cmd {
@@ -67,12 +54,12 @@ func runBenchVet(ctx context.Context, e *env, args []string) error {
 			return plain, withTool, err
 		}
 		if out, err := goCmd("list", "-export", "-deps", "-test", "./...").CombinedOutput(); err != nil {
-			return plain, withTool, fmt.Errorf("build the export data: %v\n%s", err, tail(out))
+			return plain, withTool, fmt.Errorf("build the export data: %v\n%s", err, lastLines(out, 20))
 		}
 		runPlain := func() error {
 			out, m, err := timed(goCmd("vet", "./..."))
 			if err != nil {
-				return fmt.Errorf("plain go vet failed on the generated module: %v\n%s", err, tail(out))
+				return fmt.Errorf("plain go vet failed on the generated module: %v\n%s", err, lastLines(out, 20))
 			}
 			plain = m
 			return nil
@@ -90,7 +77,7 @@ func runBenchVet(ctx context.Context, e *env, args []string) error {
 				}
 			}
 			if got != want {
-				return fmt.Errorf("go vet -vettool reported %d findings, want %d:\n%s", got, want, tail(out))
+				return fmt.Errorf("go vet -vettool reported %d findings, want %d:\n%s", got, want, lastLines(out, 20))
 			}
 			withTool = m
 			return nil
@@ -165,13 +152,4 @@ func ratio(a, b time.Duration) float64 {
 		return 0
 	}
 	return float64(a) / float64(b)
-}
-
-// tail keeps the last lines of a command's output for an error message.
-func tail(out []byte) string {
-	lines := bytes.Split(bytes.TrimSpace(out), []byte("\n"))
-	if len(lines) > 20 {
-		lines = lines[len(lines)-20:]
-	}
-	return string(bytes.Join(lines, []byte("\n")))
 }
