@@ -1,0 +1,33 @@
+package main
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestBenchVet runs the vet benchmark, small, with the built binary as the
+// vet tool (the test binary cannot be one): every round must find exactly
+// the findings the generator made, and the summary gives both tools' figures
+// and their ratio. No time is asserted.
+func TestBenchVet(t *testing.T) {
+	bin := buildTool(t)
+	out, code := runIn(t, t.TempDir(), bin, "bench", "vet", "-packages", "2", "-jobs", "4", "-runs", "1")
+	if code != 0 {
+		t.Fatalf("bench vet exited %d:\n%s", code, out)
+	}
+	for _, p := range []string{
+		`(?m)^vet benchmark: 2 packages, 4 job types, \d+ findings expected`,
+		`(?m)^round 1: go vet \S+ wall / \S+ cpu, go vet -vettool=migrate-unique \S+ wall / \S+ cpu, wall ratio [\d.]+, cpu ratio [\d.]+$`,
+		`(?m)^  ratio +[\d.]+ wall, [\d.]+ cpu \(target <= 1\.3\)$`,
+	} {
+		if !regexp.MustCompile(p).MatchString(out) {
+			t.Errorf("output lacks %q:\n%s", p, out)
+		}
+	}
+
+	out, code = runIn(t, t.TempDir(), bin, "bench", "vet", "-runs", "0")
+	if code != 2 || !strings.Contains(out, "-runs 0: want at least 1") {
+		t.Errorf("bench vet -runs 0: exit %d, want 2:\n%s", code, out)
+	}
+}
