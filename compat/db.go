@@ -46,14 +46,20 @@ type Tx interface {
 
 // Rows is a result set.
 type Rows interface {
+	// Next advances to the next row; false at the end or on an error.
 	Next() bool
+	// Scan copies the current row's columns into dest.
 	Scan(dest ...any) error
+	// Err is the error that ended the iteration, if any.
 	Err() error
+	// Close frees the result set; Next returning false closes it too.
 	Close()
 }
 
 // Row is a single-row result.
 type Row interface {
+	// Scan copies the row's columns into dest; ErrNoRows when there is
+	// no row.
 	Scan(dest ...any) error
 }
 

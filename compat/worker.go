@@ -21,6 +21,7 @@ type PanicError struct {
 	Stack []byte
 }
 
+// Error says that the job panicked and with what.
 func (e *PanicError) Error() string { return fmt.Sprintf("job panicked: %v", e.Value) }
 
 // Worker runs jobs of limited groups under slot leases: it acquires the
