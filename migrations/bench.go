@@ -242,12 +242,19 @@ func benchRun(ctx context.Context, dbURL string, l layout.Layout, o BenchOptions
 	defer cancel()
 	var wg sync.WaitGroup
 
-	// The writer: one insert every WriterInterval, never naming the key.
-	writer, err := connect(ctx, dbURL)
-	if err != nil {
-		return run, err
+	// Every connection is opened before any goroutine starts, so that a
+	// failed connect never returns while a goroutine still uses one.
+	var writer, sampler, reader *pgx.Conn
+	for _, c := range []**pgx.Conn{&writer, &sampler, &reader} {
+		conn, err := connect(ctx, dbURL)
+		if err != nil {
+			return run, err
+		}
+		defer conn.Close(context.Background())
+		*c = conn
 	}
-	defer writer.Close(context.Background())
+
+	// The writer: one insert every WriterInterval, never naming the key.
 	var mu sync.Mutex
 	var lat, sched []time.Duration
 	// The writer stops taking new writes once the migration is over
@@ -300,11 +307,6 @@ func benchRun(ctx context.Context, dbURL string, l layout.Layout, o BenchOptions
 	}()
 
 	// The sampler: who holds ACCESS EXCLUSIVE on which table, every ~2ms.
-	sampler, err := connect(ctx, dbURL)
-	if err != nil {
-		return run, err
-	}
-	defer sampler.Close(context.Background())
 	tables := l.Tables()
 	wg.Add(1)
 	go func() {
@@ -339,11 +341,6 @@ WHERE k.mode = 'AccessExclusiveLock' AND k.granted AND c.relname = ANY ($1) AND 
 	}()
 
 	// The reader: ACCESS SHARE on the requests table for Hold.
-	reader, err := connect(ctx, dbURL)
-	if err != nil {
-		return run, err
-	}
-	defer reader.Close(context.Background())
 	readerDone := make(chan error, 1)
 	beforeCutover := func() {
 		acquired := make(chan error, 1)
