@@ -35,8 +35,15 @@ func runBenchMigration(ctx context.Context, e *env, args []string) error {
 		}
 		return &exitError{code: 2, err: err}
 	}
-	if *rows < 1 || *lockTimeout <= 0 || *hold < 0 || *interval < 0 {
-		return &exitError{code: 2, err: fmt.Errorf("--rows must be >= 1 and the durations positive")}
+	switch {
+	case *rows < 1:
+		return &exitError{code: 2, err: fmt.Errorf("--rows %d: must be at least 1", *rows)}
+	case *lockTimeout <= 0:
+		return &exitError{code: 2, err: fmt.Errorf("--lock-timeout %s: must be positive, e.g. 2s", *lockTimeout)}
+	case *hold < 0:
+		return &exitError{code: 2, err: fmt.Errorf("--hold %s: must not be negative (0 means 3 x --lock-timeout)", *hold)}
+	case *interval < 0:
+		return &exitError{code: 2, err: fmt.Errorf("--writer-interval %s: must not be negative (0 means 5ms)", *interval)}
 	}
 	url, err := pgurl.Resolve(*database)
 	if err != nil {

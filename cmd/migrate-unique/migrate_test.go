@@ -75,6 +75,9 @@ func TestMigrationCommandsFailClearly(t *testing.T) {
 		{[]string{"up"}, 2, "no database given"},
 		{[]string{"up", "--database", db, "--lock-timeout", "0s"}, 2, "--lock-timeout 0s: must be positive"},
 		{[]string{"down", "--database", db, "--max-attempts", "0"}, 2, "--max-attempts 0: must be at least 1"},
+		{[]string{"up", "--database", db, "--long-transaction", "-1s"}, 2, "--long-transaction -1s: must be positive"},
+		{[]string{"bench", "migration", "--database", db, "--rows", "0"}, 2, "--rows 0: must be at least 1"},
+		{[]string{"bench", "migration", "--database", db, "--hold", "-1s"}, 2, "--hold -1s: must not be negative"},
 		{[]string{"plan", "--database", db, "--jobs-table", "jobs"}, 2, "--active-states"},
 		{[]string{"plan", "--database", db, "--bogus"}, 2, "flag provided but not defined: -bogus"},
 		{[]string{"status", "--database", db, "extra"}, 2, `unexpected argument "extra"`},
@@ -172,5 +175,23 @@ func TestSQLWritesTheGolangMigrateFiles(t *testing.T) {
 	code, _, errOut = runCLI(t, "sql", "--dir", dir, "--jobs-table", "jobs", "--active-states", "pending,running", "--class-column", "job_type")
 	if code != 0 {
 		t.Fatalf("sql for a single table: exit %d: %s", code, errOut)
+	}
+}
+
+// The migration benchmark runs end to end on a small table; its figures are
+// printed, never asserted.
+func TestBenchMigrationRunsBothMigrations(t *testing.T) {
+	db := withPassword(t, testdb.New(t))
+	code, out, errOut := runCLI(t, "bench", "migration", "--database", db, "--rows", "2000", "--lock-timeout", "200ms", "--hold", "400ms")
+	if code != 0 {
+		t.Fatalf("bench migration: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	for _, want := range []string{"ours (online)", "naive (CREATE INDEX, bare rename)", "writer p99", "longest ACCESS EXCLUSIVE on plainjobs_jobrequest", "targets (ours):"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out+errOut, "Sup3rS3cretPw") {
+		t.Errorf("bench migration printed the password:\n%s%s", out, errOut)
 	}
 }
