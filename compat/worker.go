@@ -35,21 +35,23 @@ type Worker struct {
 }
 
 // NewWorker returns a worker named id (stored as the slots' worker_id, shown
-// by status) that takes leases of the given duration (DefaultLease when 0).
-// The lease bounds how long a crashed worker's slots stay taken; the worker
-// extends it every third of its duration while the job runs, from another
-// goroutine, so slots must use a handle that is safe for concurrent use (a
-// *pgxpool.Pool or *sql.DB, not a single connection).
+// by status) that takes leases of the given duration (DefaultLease when 0;
+// at least 1ms). The lease bounds how long a crashed worker's slots stay
+// taken; the worker extends it every third of its duration while the job
+// runs, from another goroutine, so slots must use a handle that is safe for
+// concurrent use (a *pgxpool.Pool or *sql.DB, not a single connection).
 func NewWorker(slots *Slots, id string, lease time.Duration) (*Worker, error) {
 	switch {
 	case slots == nil:
 		return nil, fmt.Errorf("%w: the worker needs a *Slots", ErrSlotArgument)
 	case id == "" || strings.ContainsRune(id, 0):
 		return nil, fmt.Errorf("%w: worker id %q; give a non-empty name without NUL bytes, for example host:pid", ErrSlotArgument, id)
-	case lease < 0:
-		return nil, fmt.Errorf("%w: lease duration %v; a lease must be positive, for example 30s", ErrSlotArgument, lease)
 	case lease == 0:
 		lease = DefaultLease
+	case lease < time.Millisecond:
+		// The keeper extends every third of the lease: below a millisecond
+		// that is no interval at all (and a zero ticker would panic).
+		return nil, fmt.Errorf("%w: lease duration %v; a lease must be at least 1ms, for example 30s", ErrSlotArgument, lease)
 	}
 	return &Worker{slots: slots, id: id, lease: lease}, nil
 }

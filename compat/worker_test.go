@@ -76,7 +76,7 @@ func TestWorkerBusyDoesNotRun(t *testing.T) {
 	for _, bad := range []struct {
 		id    string
 		lease time.Duration
-	}{{"", time.Second}, {"w\x00", time.Second}, {"w", -time.Second}} {
+	}{{"", time.Second}, {"w\x00", time.Second}, {"w", -time.Second}, {"w", 2 * time.Nanosecond}} {
 		if _, err := NewWorker(s, bad.id, bad.lease); !errors.Is(err, ErrSlotArgument) {
 			t.Errorf("NewWorker(%q, %v): %v", bad.id, bad.lease, err)
 		}
