@@ -35,8 +35,9 @@ const nothingToDo = "-- Nothing to do in this direction.\n"
 // Files renders the migration of l as golang-migrate files: file name (for
 // example 000003_create_plainjobs_jobrequest_concurrency_key_idx.up.sql) to
 // SQL. Every statement that involves CONCURRENTLY is alone in its file;
-// nothing uses x-multi-statement or x-statement-timeout. Lock waits are
-// bounded by a lock_timeout of DefaultLockTimeout set inside each file.
+// nothing uses x-multi-statement or x-statement-timeout. Every file that
+// takes an ACCESS EXCLUSIVE lock bounds its wait with a lock_timeout of
+// DefaultLockTimeout set inside its own transaction.
 //
 // For plain-jobs' layout the down files rebuild its unique rule
 // CONCURRENTLY. For any other layout the rule is only known from the
