@@ -98,8 +98,14 @@ func TestTemplateIsBuiltOnceAndCopied(t *testing.T) {
 
 func TestBadEnvURLFailsFastAndNamesTheVariable(t *testing.T) {
 	t.Parallel()
-	start := time.Now()
-	_, err := testdb.Finder{EnvURL: "postgres://nobody:topsecret@127.0.0.1:1/none?connect_timeout=2"}.Find(t.Context())
+	// A refused connection fails on its own; the deadline only keeps a hang
+	// from blocking the test, and reaching it is a failure.
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	_, err := testdb.Finder{EnvURL: "postgres://nobody:topsecret@127.0.0.1:1/none?connect_timeout=2"}.Find(ctx)
+	if ctx.Err() != nil {
+		t.Fatalf("Find did not give up on an unreachable URL by itself: %v", err)
+	}
 	if err == nil {
 		t.Fatal("Find with an unreachable URL succeeded")
 	}
@@ -108,9 +114,6 @@ func TestBadEnvURLFailsFastAndNamesTheVariable(t *testing.T) {
 	}
 	if strings.Contains(err.Error(), "topsecret") {
 		t.Fatalf("error shows the password: %v", err)
-	}
-	if d := time.Since(start); d > 10*time.Second {
-		t.Fatalf("Find took %v to give up on an unreachable URL", d)
 	}
 }
 
