@@ -111,7 +111,7 @@ func ExampleClient_RetrySweep() {
 func ExampleIdentityOf() {
 	fmt.Printf("%+v\n", compat.IdentityOf(ChargeJob{CustomerID: 7}))
 	fmt.Printf("%+v\n", compat.IdentityOf(SendEmail{To: "a@example.com"}))
-	fmt.Printf("%+v\n", compat.IdentityOf(SendEmail{}.UniqueKey()[:0]))
+	fmt.Printf("%+v\n", compat.IdentityOf(nil)) // no methods: no key, no limit
 	// Output:
 	// {Key:customer-7 Limit:2 Limited:true NoOverlap:false Prefix:}
 	// {Key:email-a@example.com Limit:1 Limited:true NoOverlap:false Prefix:}

@@ -69,7 +69,10 @@ func IdentityOf(job any) Identity {
 	if id, ok := job.(Identity); ok {
 		return id
 	}
-	if id, ok := job.(*Identity); ok && id != nil {
+	if id, ok := job.(*Identity); ok {
+		if id == nil {
+			return Identity{} // its methods would dereference nil
+		}
 		return *id
 	}
 	keyed, hasKey := job.(Keyed)
