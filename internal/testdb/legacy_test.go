@@ -20,6 +20,10 @@ func TestLegacySchemasHaveTheFieldShape(t *testing.T) {
 		// indexes lists every index definition on the layout's tables.
 		indexes []string
 		counts  map[string]int
+		// facts are what the seed must contain, each a boolean query. A
+		// template database outlives a test run, so "future" is measured
+		// from the row's created_at, not from now().
+		facts []string
 	}{
 		{
 			schema: legacy.PlainJobs,
@@ -59,6 +63,15 @@ func TestLegacySchemasHaveTheFieldShape(t *testing.T) {
 				"CREATE UNIQUE INDEX plainjobs_jobresult_uuid_key ON public.plainjobs_jobresult USING btree (uuid)",
 			},
 			counts: map[string]int{"plainjobs_jobrequest": 1000, "plainjobs_jobprocess": 100, "plainjobs_jobresult": 200},
+			facts: []string{
+				`SELECT EXISTS (SELECT 1 FROM plainjobs_jobrequest WHERE unique_key > '') AND EXISTS (SELECT 1 FROM plainjobs_jobrequest WHERE unique_key = '')`,
+				// retries share their original's key
+				`SELECT EXISTS (SELECT 1 FROM plainjobs_jobrequest r JOIN plainjobs_jobrequest o ON o.job_class = r.job_class AND o.unique_key = r.unique_key
+				 WHERE r.retry_attempt > 0 AND o.retry_attempt = 0 AND r.unique_key > '')`,
+				`SELECT EXISTS (SELECT 1 FROM plainjobs_jobrequest WHERE start_at > created_at)`,
+				`SELECT EXISTS (SELECT 1 FROM plainjobs_jobprocess WHERE unique_key > '' AND started_at IS NOT NULL)`,
+				`SELECT count(DISTINCT status) = 4 FROM plainjobs_jobresult`,
+			},
 		},
 		{
 			schema: legacy.TeamQueue,
@@ -71,6 +84,12 @@ func TestLegacySchemasHaveTheFieldShape(t *testing.T) {
 				`CREATE UNIQUE INDEX job_processes_pkey ON "Billing Queue".job_processes USING btree (id)`,
 			},
 			counts: map[string]int{"JobRequests": 1000, "job_processes": 100},
+			facts: []string{
+				`SELECT EXISTS (SELECT 1 FROM "Billing Queue"."JobRequests" WHERE unique_key IS NULL) AND EXISTS (SELECT 1 FROM "Billing Queue"."JobRequests" WHERE unique_key IS NOT NULL)`,
+				`SELECT EXISTS (SELECT 1 FROM "Billing Queue"."JobRequests" WHERE retry_attempt > 0)`,
+				`SELECT EXISTS (SELECT 1 FROM "Billing Queue"."JobRequests" WHERE start_at > created_at)`,
+				`SELECT EXISTS (SELECT 1 FROM "Billing Queue".job_processes WHERE unique_key IS NOT NULL)`,
+			},
 		},
 		{
 			schema: legacy.SingleTable,
@@ -81,6 +100,14 @@ func TestLegacySchemasHaveTheFieldShape(t *testing.T) {
 				"CREATE UNIQUE INDEX jobs_pkey ON public.jobs USING btree (id)",
 			},
 			counts: map[string]int{"jobs": 1000},
+			facts: []string{
+				`SELECT EXISTS (SELECT 1 FROM jobs WHERE unique_key IS NULL) AND EXISTS (SELECT 1 FROM jobs WHERE unique_key IS NOT NULL)`,
+				// finished rows repeat the keys of active ones
+				`SELECT EXISTS (SELECT 1 FROM jobs f JOIN jobs a ON a.job_type = f.job_type AND a.unique_key = f.unique_key
+				 WHERE f.status IN ('done', 'failed', 'cancelled') AND a.status IN ('pending', 'running', 'paused'))`,
+				`SELECT EXISTS (SELECT 1 FROM jobs WHERE run_at > created_at)`,
+				`SELECT count(DISTINCT status) = 6 FROM jobs`,
+			},
 		},
 	}
 	for _, tt := range tests {
@@ -149,6 +176,15 @@ func TestLegacySchemasHaveTheFieldShape(t *testing.T) {
 				}
 				if n != want {
 					t.Errorf("%s has %d rows, want %d", table, n, want)
+				}
+			}
+			for _, fact := range tt.facts {
+				var ok bool
+				if err := conn.QueryRow(ctx, fact).Scan(&ok); err != nil {
+					t.Fatalf("%s: %v", fact, err)
+				}
+				if !ok {
+					t.Errorf("the seed lacks what this checks: %s", fact)
 				}
 			}
 		})
