@@ -245,8 +245,11 @@ WHERE group_name = $1 AND expires_at > clock_timestamp()`, group).Scan(&unexpire
 	for _, a := range stale {
 		var token int64
 		err := conns[n].QueryRow(ctx, `SELECT token FROM `+l.Table(layout.SlotsTable)+` WHERE group_name = $1 AND slot = $2`, a.l.Group, a.l.Slot).Scan(&token)
-		if err != nil || token == a.l.Token {
+		if errors.Is(err, pgx.ErrNoRows) || err == nil && token == a.l.Token {
 			continue // not retaken: releasing it would be legitimate
+		}
+		if err != nil {
+			return f, fmt.Errorf("read slot %d: %w", a.l.Slot, pgurl.RedactError(url, err))
 		}
 		f.staleTried++
 		if err := a.s.Release(ctx, a.l); err == nil {
