@@ -22,22 +22,11 @@ import (
 // database it changes nothing.
 func Down(ctx context.Context, databaseURL string, l layout.Layout, opts Options) (*Report, error) {
 	start := time.Now()
-	r, err := newRunner(ctx, databaseURL, l, opts)
+	r, in, rep, err := begin(ctx, databaseURL, l, opts, "down")
 	if err != nil {
 		return nil, err
 	}
 	defer r.close()
-	if err := r.lock(ctx); err != nil {
-		return nil, err
-	}
-	in, findings, err := r.preflight(ctx, "down")
-	if err != nil {
-		return nil, err
-	}
-	rep := &Report{Direction: "down", Before: in.state(), Findings: findings}
-	for _, f := range findings {
-		r.printf("preflight %s\n", f)
-	}
 	if rep.Before == Legacy {
 		rep.After = Legacy
 		r.printf("not migrated: nothing to roll back\n")
@@ -62,21 +51,18 @@ func Down(ctx context.Context, databaseURL string, l layout.Layout, opts Options
 	if err != nil {
 		return nil, err
 	}
-	runErr := r.execute(ctx, steps, rep)
-	rep.Duration = time.Since(start)
-	after, err := inspect(ctx, r.conn, r.l)
-	if err == nil {
-		rep.After = after.state()
+	after, err := r.run(ctx, steps, rep, start)
+	if after != nil {
 		rep.Kept = kept(ctx, r, after)
 	}
-	if runErr != nil {
-		return rep, runErr
+	if err != nil {
+		return rep, err
 	}
 	for _, k := range rep.Kept {
 		r.printf("kept %s\n", k)
 	}
 	r.printf("%s\n", rep.Summary())
-	return rep, err
+	return rep, nil
 }
 
 func (r *runner) downSteps(in *inspection, saved []SavedUnique) ([]step, error) {

@@ -18,22 +18,11 @@ import (
 // report whose Before is Migrated.
 func Up(ctx context.Context, databaseURL string, l layout.Layout, opts Options) (*Report, error) {
 	start := time.Now()
-	r, err := newRunner(ctx, databaseURL, l, opts)
+	r, in, rep, err := begin(ctx, databaseURL, l, opts, "up")
 	if err != nil {
 		return nil, err
 	}
 	defer r.close()
-	if err := r.lock(ctx); err != nil {
-		return nil, err
-	}
-	in, findings, err := r.preflight(ctx, "up")
-	if err != nil {
-		return nil, err
-	}
-	rep := &Report{Direction: "up", Before: in.state(), Findings: findings}
-	for _, f := range findings {
-		r.printf("preflight %s\n", f)
-	}
 	if rep.Before == Migrated {
 		rep.After = Migrated
 		rep.Saved = in.version.saved
@@ -44,20 +33,53 @@ func Up(ctx context.Context, databaseURL string, l layout.Layout, opts Options) 
 	if err != nil {
 		return nil, err
 	}
+	after, err := r.run(ctx, steps, rep, start)
+	if after != nil && after.version != nil {
+		rep.Saved = after.version.saved
+	}
+	if err != nil {
+		return rep, err
+	}
+	r.printf("%s\n", rep.Summary())
+	return rep, nil
+}
+
+// begin opens a run of Up or Down: it connects, takes the layout's run lock
+// and runs the preflight, printing its findings. The caller closes r.
+func begin(ctx context.Context, databaseURL string, l layout.Layout, opts Options, direction string) (*runner, *inspection, *Report, error) {
+	r, err := newRunner(ctx, databaseURL, l, opts)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if err := r.lock(ctx); err != nil {
+		r.close()
+		return nil, nil, nil, err
+	}
+	in, findings, err := r.preflight(ctx, direction)
+	if err != nil {
+		r.close()
+		return nil, nil, nil, err
+	}
+	rep := &Report{Direction: direction, Before: in.state(), Findings: findings}
+	for _, f := range findings {
+		r.printf("preflight %s\n", f)
+	}
+	return r, in, rep, nil
+}
+
+// run executes steps, then inspects the database again for rep.After. The
+// inspection is nil when it failed; a failed step's error comes first.
+func (r *runner) run(ctx context.Context, steps []step, rep *Report, start time.Time) (*inspection, error) {
 	runErr := r.execute(ctx, steps, rep)
 	rep.Duration = time.Since(start)
 	after, err := inspect(ctx, r.conn, r.l)
 	if err == nil {
 		rep.After = after.state()
-		if after.version != nil {
-			rep.Saved = after.version.saved
-		}
 	}
 	if runErr != nil {
-		return rep, runErr
+		return after, runErr
 	}
-	r.printf("%s\n", rep.Summary())
-	return rep, err
+	return after, err
 }
 
 // upSteps lists every step of up in a fixed order; a step with nothing to
