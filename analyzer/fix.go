@@ -38,6 +38,7 @@ func (p *pass) methodFix(fd *ast.FuncDecl) *analysis.SuggestedFix {
 	}
 	text := "\n\n" + doc + "\nfunc (" + recvText + ") " + limitName + "() (int, bool) {\n\treturn 1, " + result + "\n}"
 	at := p.lineEnd(fd.End())
+	text += p.separator(at)
 	edits = append(edits, analysis.TextEdit{Pos: at, End: at, NewText: []byte(text)})
 	return &analysis.SuggestedFix{
 		Message:   "Rename UniqueKey to ConcurrencyKey and add ConcurrencyLimit",
@@ -114,9 +115,11 @@ func (p *pass) delegateFix(td typeDecl, pointer bool) *analysis.SuggestedFix {
 		"func (" + r + " " + typ + ") " + keyName + "() string { return " + r + "." + legacyName + "() }\n\n" +
 		limitDocGuarded + "\n" +
 		"func (" + r + " " + typ + ") " + limitName + "() (int, bool) { return 1, " + r + "." + keyName + `() != "" }`
+	at := p.lineEnd(td.decl.End())
+	text += p.separator(at)
 	return &analysis.SuggestedFix{
 		Message:   "Add ConcurrencyKey and ConcurrencyLimit delegating to the promoted UniqueKey",
-		TextEdits: []analysis.TextEdit{{Pos: p.lineEnd(td.decl.End()), End: p.lineEnd(td.decl.End()), NewText: []byte(text)}},
+		TextEdits: []analysis.TextEdit{{Pos: at, End: at, NewText: []byte(text)}},
 	}
 }
 
@@ -170,4 +173,27 @@ func (p *pass) lineEnd(pos token.Pos) token.Pos {
 		}
 	}
 	return pos
+}
+
+// separator returns the newline that keeps a blank line between declarations
+// inserted at the end of pos's line and code or a comment on the very next
+// line (one-line methods written one after the other), or "" when that line
+// is blank or there is none.
+func (p *pass) separator(pos token.Pos) string {
+	fi := p.files[p.Fset.File(pos)]
+	if fi == nil {
+		return ""
+	}
+	next := p.Fset.Position(pos).Line + 1
+	for _, d := range fi.file.Decls {
+		if p.Fset.Position(d.Pos()).Line == next {
+			return "\n"
+		}
+	}
+	for _, cg := range fi.file.Comments {
+		if p.Fset.Position(cg.Pos()).Line == next {
+			return "\n"
+		}
+	}
+	return ""
 }

@@ -72,5 +72,6 @@ func (r Report) Run() error        { return nil }
 	// func (r Report) ConcurrencyLimit() (int, bool) {
 	// 	return 1, r.ConcurrencyKey() != ""
 	// }
+	//
 	// func (r Report) Run() error { return nil }
 }

@@ -27,3 +27,10 @@ type Ping struct{}
 func (Ping) UniqueKey() string { return "ping" }
 
 func (Ping) Run() error { return nil }
+
+// Fetch is a Task written with one-line methods one after the other: the
+// fix keeps a blank line between ConcurrencyLimit and Start.
+type Fetch struct{ URL string }
+
+func (f Fetch) UniqueKey() string { return f.URL } // want UniqueKey:"migrates to ConcurrencyKey" `job type Fetch`
+func (f Fetch) Start() error      { return nil }
