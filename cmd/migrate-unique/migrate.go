@@ -231,12 +231,13 @@ const sqlUsage = `sql [layout flags] [--dir DIR]
 Writes the migration for the layout as golang-migrate files into DIR, one
 statement per file wherever CONCURRENTLY is involved, for teams that apply
 migrations with their own tool (give golang-migrate its own version table
-with x-migrations-table). Needs no database.`
+with x-migrations-table). Refuses a DIR that holds other .sql files. Needs
+no database.`
 
 func runSQL(ctx context.Context, e *env, args []string) error {
 	fs := newFlagSet(e, "sql", sqlUsage)
 	lf := layout.RegisterFlags(fs)
-	dir := fs.String("dir", "migrate-unique-sql", "directory to write the files into (created if missing; files of the same name are replaced)")
+	dir := fs.String("dir", "migrate-unique-sql", "directory to write the files into (created if missing; files of the same name are replaced, any other .sql file is refused)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -256,6 +257,21 @@ func runSQL(ctx context.Context, e *env, args []string) error {
 	}
 	if err := os.MkdirAll(*dir, 0o755); err != nil {
 		return fmt.Errorf("create --dir %s: %w", *dir, err)
+	}
+	// golang-migrate reads every file of the directory: one left by another
+	// layout or an older version would be applied with ours.
+	existing, err := filepath.Glob(filepath.Join(*dir, "*.sql"))
+	if err != nil {
+		return err
+	}
+	var stale []string
+	for _, p := range existing {
+		if _, ours := files[filepath.Base(p)]; !ours {
+			stale = append(stale, filepath.Base(p))
+		}
+	}
+	if len(stale) > 0 {
+		return fmt.Errorf("--dir %s already holds migration files this layout does not produce (%s); golang-migrate would apply them too: write into an empty directory", *dir, strings.Join(stale, ", "))
 	}
 	names := make([]string, 0, len(files))
 	for n := range files {

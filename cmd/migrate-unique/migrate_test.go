@@ -172,8 +172,21 @@ func TestSQLWritesTheGolangMigrateFiles(t *testing.T) {
 			t.Errorf("sql wrote a %s that differs from migrations/plainjobs", name)
 		}
 	}
-	code, _, errOut = runCLI(t, "sql", "--dir", dir, "--jobs-table", "jobs", "--active-states", "pending,running", "--class-column", "job_type")
-	if code != 0 {
+	// Again into the same directory: the same files are replaced.
+	if code, _, errOut = runCLI(t, "sql", "--dir", dir); code != 0 {
+		t.Fatalf("sql again: exit %d: %s", code, errOut)
+	}
+	single := []string{"sql", "--dir", dir, "--jobs-table", "jobs", "--active-states", "pending,running", "--class-column", "job_type"}
+	// Another layout's files would be applied together with these.
+	code, _, errOut = runCLI(t, single...)
+	if code != 1 || !strings.Contains(errOut, "000002_drop_invalid_plainjobs_jobrequest_concurrency_key_idx.up.sql") || !strings.Contains(errOut, "empty directory") {
+		t.Fatalf("sql into a directory holding another layout's files: exit %d, stderr %q; want exit 1 naming the files", code, errOut)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "000002_drop_invalid_jobs_concurrency_key_idx.up.sql")); !os.IsNotExist(err) {
+		t.Fatalf("a refused sql wrote files (stat: %v)", err)
+	}
+	single[2] = t.TempDir()
+	if code, _, errOut = runCLI(t, single...); code != 0 {
 		t.Fatalf("sql for a single table: exit %d: %s", code, errOut)
 	}
 }
