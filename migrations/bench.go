@@ -74,7 +74,9 @@ type BenchRun struct {
 
 // BenchResult is ours and the naive migration side by side.
 type BenchResult struct {
-	Options     BenchOptions
+	// Options are the options the benchmark ran with, defaults filled in.
+	Options BenchOptions
+	// Ours is Up's run; Naive is the baseline's.
 	Ours, Naive BenchRun
 	// Server is the PostgreSQL version.
 	Server string

@@ -22,6 +22,7 @@ type Finding struct {
 	Message string
 }
 
+// String renders the finding as "refused: ..." or "note: ...".
 func (f Finding) String() string {
 	if f.Fatal {
 		return "refused: " + f.Message
@@ -31,9 +32,11 @@ func (f Finding) String() string {
 
 // PreflightError lists the fatal preflight findings. Nothing was changed.
 type PreflightError struct {
+	// Findings are every finding of the preflight, fatal or not.
 	Findings []Finding
 }
 
+// Error lists the fatal findings.
 func (e *PreflightError) Error() string {
 	var b strings.Builder
 	b.WriteString("preflight refused the migration; nothing was changed:")
@@ -66,6 +69,7 @@ type NotFoundError struct {
 	listErr error
 }
 
+// Error names what is missing and lists the candidates with their flags.
 func (e *NotFoundError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "layout not found: %s", strings.Join(e.Missing, "; "))
@@ -98,9 +102,11 @@ type DuplicateGroup struct {
 // DuplicatesError is returned by Down when groups break the old unique
 // rule. Nothing was changed and no row was deleted.
 type DuplicatesError struct {
+	// Groups lists every offending group, largest first.
 	Groups []DuplicateGroup
 }
 
+// Error lists every offending group.
 func (e *DuplicatesError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "down refused: %d group(s) have more rows than the old unique rule allows; nothing was changed and no job was deleted. Let them finish or delete them yourself, then run down again:", len(e.Groups))
@@ -113,13 +119,19 @@ func (e *DuplicatesError) Error() string {
 // LockError is returned when a step could not take its locks within
 // MaxAttempts attempts of LockTimeout each.
 type LockError struct {
-	Step     string
+	// Step names the step that gave up.
+	Step string
+	// Attempts is how many times it tried.
 	Attempts int
-	Err      error
+	// Err is the last attempt's error (55P03, 40P01, 57014 or a
+	// *HolderError).
+	Err error
 }
 
+// Error says which step gave up, and how to get past it.
 func (e *LockError) Error() string {
 	return fmt.Sprintf("step %q: could not take its locks in %d attempts (%v); nothing of this step was applied, run again when the queue is quieter or raise --lock-timeout / --max-attempts", e.Step, e.Attempts, e.Err)
 }
 
+// Unwrap returns the last attempt's error.
 func (e *LockError) Unwrap() error { return e.Err }

@@ -247,17 +247,23 @@ func retryable(err error) bool {
 }
 
 // HolderError says that a step did not even queue for its exclusive lock,
-// because another session has held a lock on the table for longer than a
-// the first attempt's lock wait (see lockWait): queueing behind it would
-// stall every writer for a whole attempt. The step is retried like after a lock timeout.
+// because another session has held a lock on the table for longer than the
+// first attempt's lock wait (see lockWait): queueing behind it would stall
+// every writer for a whole attempt. The step is retried as after a lock
+// timeout.
 type HolderError struct {
-	PID   int
-	Table string
-	Mode  string
-	Age   time.Duration
+	// PID is the holding session's backend process id.
+	PID int
+	// Table is the locked table and Mode the lock it holds, as pg_locks
+	// names them.
+	Table, Mode string
+	// Age is how long its transaction has been open.
+	Age time.Duration
+	// Query is the start of its current or last query.
 	Query string
 }
 
+// Error names the session, its lock and its query.
 func (e *HolderError) Error() string {
 	return fmt.Sprintf("session pid %d has held %s on %s for %s in a transaction (%q); not queueing behind it", e.PID, e.Mode, e.Table, e.Age.Round(time.Millisecond), e.Query)
 }
