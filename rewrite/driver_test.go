@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -513,4 +514,50 @@ func TestWriteKeepsFileMode(t *testing.T) {
 	if st.Mode().Perm() != 0o600 {
 		t.Errorf("mode after rewrite = %v, want -rw-------", st.Mode().Perm())
 	}
+}
+
+// TestRewritePartOfTheModule: without patterns, Plan migrates the whole
+// module even from one of its subdirectories; patterns that leave out a
+// package calling a migrated method are refused (the whole module is
+// type-checked), and nothing is written.
+func TestRewritePartOfTheModule(t *testing.T) {
+	ctx := context.Background()
+	m := extract(t, "rename.txtar")
+	before := m.snapshot(t)
+
+	opts := m.options(renamer(""), "integration")
+	opts.Dir = filepath.Join(m.dir, "jobs")
+	res, err := rewrite.Plan(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ModuleDir != m.dir || len(res.Files) != len(m.want) {
+		t.Errorf("Plan from jobs/: module dir %s, %d files; want %s and %d files (the whole module)", res.ModuleDir, len(res.Files), m.dir, len(m.want))
+	}
+	useGo := filepath.Join(m.dir, "use", "use.go")
+	if !slices.ContainsFunc(res.Files, func(f rewrite.FileChange) bool { return f.Path == useGo }) {
+		t.Errorf("Plan from jobs/ does not rewrite %s", useGo)
+	}
+
+	for _, tc := range []struct {
+		dir      string
+		patterns []string
+	}{
+		{dir: "jobs", patterns: []string{"./..."}},
+		{dir: "", patterns: []string{"./jobs/..."}},
+		{dir: "", patterns: []string{"example.com/mod/jobs"}},
+	} {
+		opts := m.options(renamer(""), "integration")
+		opts.Dir, opts.Patterns = filepath.Join(m.dir, tc.dir), tc.patterns
+		res, err := rewrite.Plan(ctx, opts)
+		var ve *rewrite.VerifyError
+		if !errors.As(err, &ve) || !strings.Contains(err.Error(), "use.go") {
+			n := -1
+			if res != nil {
+				n = len(res.Files)
+			}
+			t.Errorf("Plan of %v in %q: err = %v (%d files), want a VerifyError naming use.go", tc.patterns, tc.dir, err, n)
+		}
+	}
+	m.checkUnchanged(t, before)
 }

@@ -37,7 +37,7 @@ type VerifyError struct {
 }
 
 func (e *VerifyError) Error() string {
-	return fmt.Sprintf("the rewritten module would not type-check%s, so nothing was written; the fixes need a human here (or a //migrate-unique:ignore directive):\n%s",
+	return fmt.Sprintf("the rewritten module would not type-check%s, so nothing was written; the fixes need a human here (or a //migrate-unique:ignore directive), or, when the packages named leave part of the module out, a run over the whole module:\n%s",
 		tagsSuffix(e.Tags), listProblems(e.Problems))
 }
 

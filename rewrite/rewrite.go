@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -28,7 +29,11 @@ type Options struct {
 	// Dir is the directory the patterns are resolved in, inside the main
 	// module; "" means the current directory.
 	Dir string
-	// Patterns are go package patterns; none means "./...".
+	// Patterns are go package patterns; none means the whole main module
+	// (the module that holds Dir), wherever in it Dir is. Packages of the
+	// module that the patterns leave out are not migrated, but the
+	// rewritten module is type-checked whole, so a call site among them
+	// that the rewrite would break is a refusal ([*VerifyError]).
 	Patterns []string
 	// Tags lists build-tag sets, each comma-separated as for `go build
 	// -tags`. The module is loaded once without tags and once per set, so
@@ -102,6 +107,15 @@ func Plan(ctx context.Context, opts Options) (*Result, error) {
 	}
 	patterns := opts.Patterns
 	if len(patterns) == 0 {
+		// The whole module, even from one of its subdirectories: a
+		// rename is only safe when every call site changes with it.
+		root, err := moduleRoot(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		if root != "" {
+			opts.Dir = root
+		}
 		patterns = []string{"./..."}
 	}
 	tagSets := append([]string{""}, opts.Tags...)
@@ -116,7 +130,7 @@ func Plan(ctx context.Context, opts Options) (*Result, error) {
 			return nil, err
 		}
 	}
-	if err := p.reportNotLoaded(opts.Tags); err != nil {
+	if err := p.reportNotLoaded(opts.Tags, len(opts.Patterns) > 0); err != nil {
 		return nil, err
 	}
 	res := &Result{Module: p.module, ModuleDir: p.moduleDir}
@@ -144,16 +158,24 @@ func Plan(ctx context.Context, opts Options) (*Result, error) {
 		for _, f := range res.Files {
 			changed[f.Path] = f.New
 		}
+		// The quick check covers the loaded packages; when the patterns
+		// may leave some of the module out, a full load of the whole
+		// module checks the packages they leave out too.
+		whole := len(opts.Patterns) == 0 || len(patterns) == 1 && patterns[0] == "./..." && sameDir(opts.Dir, p.moduleDir)
+		verifyOpts, verifyPatterns := opts, patterns
+		if !whole {
+			verifyOpts.Dir, verifyPatterns = p.moduleDir, []string{"./..."}
+		}
 		for i, tags := range tagSets {
 			start := time.Now()
 			problems, ok := recheck(p.loads[i], changed)
 			opts.Logger.DebugContext(ctx, "rewrite: rechecked the module", "tags", tags, "usable", ok, "problems", len(problems), "duration", time.Since(start))
-			if ok && len(problems) == 0 {
+			if whole && ok && len(problems) == 0 {
 				continue
 			}
 			// A full load decides: it confirms the problems (or finds
 			// none), so the quick check can never refuse a good rewrite.
-			err := verify(ctx, opts, patterns, tags, res.Files)
+			err := verify(ctx, verifyOpts, verifyPatterns, tags, res.Files)
 			var ve *VerifyError
 			if opts.AllowTypeErrors && errors.As(err, &ve) {
 				res.TypeErrors = append(res.TypeErrors, ve.Problems...)
@@ -262,16 +284,21 @@ func (p *planner) analyze(ctx context.Context, opts Options, patterns []string, 
 
 // reportNotLoaded adds a finding for each Go file of the main module that
 // no load included (its build constraints exclude it under every tag set,
-// possibly with its whole package) and that mentions the legacy API: no fix
-// can reach it. It walks the module's directory as the go command would:
-// no testdata, vendor, "." or "_" directories, no nested modules.
-func (p *planner) reportNotLoaded(tags []string) error {
+// possibly with its whole package, or the patterns left it out) and that
+// mentions the legacy API: no fix can reach it. It walks the module's
+// directory as the go command would: no testdata, vendor, "." or "_"
+// directories, no nested modules.
+func (p *planner) reportNotLoaded(tags []string, patterns bool) error {
 	if p.moduleDir == "" {
 		return nil
 	}
 	loads := "without tags"
 	if len(tags) > 0 {
 		loads += " and with -tags " + strings.Join(tags, ", -tags ")
+	}
+	msg := "no load included this file (" + loads + "; its build constraints exclude it) and it mentions the legacy API: add a -tags list that includes it, or migrate it by hand"
+	if patterns {
+		msg = "no load included this file (" + loads + "; the package patterns leave it out, or its build constraints exclude it) and it mentions the legacy API: name its package too, add a -tags list that includes it, or migrate it by hand"
 	}
 	return filepath.WalkDir(p.moduleDir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -305,10 +332,42 @@ func (p *planner) reportNotLoaded(tags []string) error {
 		}
 		pos := token.Position{Filename: path, Offset: i, Line: bytes.Count(content[:i], []byte("\n")) + 1}
 		pos.Column = i - (bytes.LastIndexByte(content[:i], '\n') + 1) + 1
-		msg := "no load included this file (" + loads + "; its build constraints exclude it) and it mentions the legacy API: add a -tags list that includes it, or migrate it by hand"
 		p.findings[findingKey{file: path, category: CategoryNotLoaded}] = &Finding{Position: pos, Category: CategoryNotLoaded, Message: msg}
 		return nil
 	})
+}
+
+// moduleRoot returns the directory of the main module that holds opts.Dir,
+// or "" outside a module (the load then says what is wrong).
+func moduleRoot(ctx context.Context, opts Options) (string, error) {
+	cmd := exec.CommandContext(ctx, "go", "env", "GOMOD")
+	cmd.Dir, cmd.Env = opts.Dir, opts.Env
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("find the main module (go env GOMOD): %w: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	gomod := strings.TrimSpace(string(out))
+	if gomod == "" || gomod == os.DevNull {
+		return "", nil
+	}
+	return filepath.Dir(gomod), nil
+}
+
+// sameDir reports whether dir ("" is the current directory) is root.
+func sameDir(dir, root string) bool {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return false
+	}
+	if a, err := filepath.EvalSymlinks(abs); err == nil {
+		abs = a
+	}
+	if r, err := filepath.EvalSymlinks(root); err == nil {
+		root = r
+	}
+	return abs == root
 }
 
 // mainModuleRoots returns the loaded packages after checking they all belong

@@ -26,8 +26,8 @@ const rewriteUsage = `rewrite [-diff | -w] [-interface importpath.Name]... [-ren
 Migrates the job code of the module in the current directory in one step:
 UniqueKey becomes ConcurrencyKey plus ConcurrencyLimit on every job type,
 interface, call site and method value, in every package and test (default
-packages: ./...). Nothing is written unless every fix applies and the
-rewritten module type-checks.
+packages: the whole module, from any directory of it). Nothing is written
+unless every fix applies and the whole rewritten module type-checks.
 
 -diff (the default) prints a unified diff on stdout (apply it with git apply)
 and the summary on stderr; it exits 1 when there is a diff, 0 when there is
