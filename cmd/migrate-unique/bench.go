@@ -37,7 +37,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	}
 	b, ok := benches[args[0]]
 	if !ok {
-		return fmt.Errorf("unknown benchmark %q; choose one of %s", args[0], strings.Join(names, ", "))
+		return &exitError{code: 2, err: fmt.Errorf("unknown benchmark %q; choose one of %s", args[0], strings.Join(names, ", "))}
 	}
 	return b(ctx, e, args[1:])
 }

@@ -31,3 +31,22 @@ func TestBenchVet(t *testing.T) {
 		t.Errorf("bench vet -runs 0: exit %d, want 2:\n%s", code, out)
 	}
 }
+
+// TestBenchUsage: bench without a name, or with an unknown one, is bad
+// usage (exit 2) and lists the benchmarks.
+func TestBenchUsage(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{nil, 2, "Usage: migrate-unique bench admission|migration|rewrite|slots|vet [flags]"},
+		{[]string{"-h"}, 0, "Usage: migrate-unique bench admission|migration|rewrite|slots|vet [flags]"},
+		{[]string{"nosuch"}, 2, `unknown benchmark "nosuch"; choose one of admission, migration, rewrite, slots, vet`},
+	} {
+		code, out, errOut := runCLI(t, append([]string{"bench"}, tc.args...)...)
+		if code != tc.code || out != "" || !strings.Contains(errOut, tc.want) {
+			t.Errorf("bench %v: exit %d, stdout %q, stderr %q; want exit %d and %q", tc.args, code, out, errOut, tc.code, tc.want)
+		}
+	}
+}
