@@ -1,7 +1,8 @@
 -- Fills plain-jobs' tables. Rows: SET migrate_unique.seed_rows = N first
 -- (N pending requests, N/10 running processes, N/5 finished results).
 -- Half the requests carry a key; every tenth is a retry sharing the key of
--- its original; every tenth is scheduled in the future.
+-- its original; every tenth is scheduled in the future (a year ahead, so that
+-- it still is when a test copies a template database seeded long ago).
 WITH p AS (SELECT current_setting('migrate_unique.seed_rows')::int AS n),
      classes AS (SELECT ARRAY['app.jobs.ChargeJob', 'app.jobs.SendEmail', 'app.jobs.SyncAccount', 'app.jobs.BuildReport'] AS c)
 INSERT INTO plainjobs_jobrequest (created_at, uuid, job_class, parameters, priority, source, queue, retries, retry_attempt, unique_key, start_at, trace_id, span_id)
@@ -15,7 +16,7 @@ SELECT now() - make_interval(secs => i),
        CASE WHEN i % 10 = 3 THEN 3 ELSE i % 4 END,
        CASE WHEN i % 10 = 3 THEN 1 ELSE 0 END,
        CASE WHEN i % 10 = 3 THEN 'key-' || (i - 1) WHEN i % 2 = 0 THEN 'key-' || i ELSE '' END,
-       CASE WHEN i % 10 = 7 THEN now() + make_interval(hours => i % 24 + 1) END,
+       CASE WHEN i % 10 = 7 THEN now() + make_interval(years => 1, hours => i % 24 + 1) END,
        CASE WHEN i % 3 = 0 THEN md5(i::text) END,
        CASE WHEN i % 3 = 0 THEN left(md5((i * 7)::text), 16) END
 FROM p, classes, generate_series(1, p.n) AS i;
