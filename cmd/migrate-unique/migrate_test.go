@@ -208,3 +208,40 @@ func TestBenchMigrationRunsBothMigrations(t *testing.T) {
 		t.Errorf("bench migration printed the password:\n%s%s", out, errOut)
 	}
 }
+
+// Every flag of bench migration -h is in the usage line that opens the
+// "## Migration" section of docs/performance.md, and vice versa.
+func TestBenchMigrationFlagsAreDocumented(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "performance.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(doc), "\n## Migration\n")
+	if !ok {
+		t.Fatal(`docs/performance.md has no "## Migration" section`)
+	}
+	usage := regexp.MustCompile("`migrate-unique bench migration ([^`]*)`").FindStringSubmatch(section)
+	if usage == nil {
+		t.Fatal(`the "## Migration" section of docs/performance.md does not open with the command line`)
+	}
+	documented := map[string]bool{}
+	for _, m := range regexp.MustCompile(`--([a-z-]+)`).FindAllStringSubmatch(usage[1], -1) {
+		documented[m[1]] = true
+	}
+	code, _, help := runCLI(t, "bench", "migration", "-h")
+	if code != 0 {
+		t.Fatalf("bench migration -h: exit %d\n%s", code, help)
+	}
+	inHelp := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^  -([a-z-]+)`).FindAllStringSubmatch(help, -1) {
+		inHelp[m[1]] = true
+		if !documented[m[1]] {
+			t.Errorf("docs/performance.md does not document bench migration --%s", m[1])
+		}
+	}
+	for f := range documented {
+		if !inHelp[f] {
+			t.Errorf("docs/performance.md documents bench migration --%s, which -h does not list", f)
+		}
+	}
+}
