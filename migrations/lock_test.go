@@ -188,7 +188,11 @@ func TestSecondRunRefuses(t *testing.T) {
 		}})
 		done <- err
 	}()
-	<-inside
+	select {
+	case <-inside:
+	case err := <-done:
+		t.Fatalf("first up ended before its first step: %v", err)
+	}
 	_, err := migrations.Up(ctx, url, s.Layout, migrations.Options{})
 	if !errors.Is(err, migrations.ErrBusy) {
 		t.Errorf("second up: %v, want ErrBusy", err)
