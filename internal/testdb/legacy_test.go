@@ -105,7 +105,7 @@ func TestLegacySchemasHaveTheFieldShape(t *testing.T) {
 				// finished rows repeat the keys of active ones
 				`SELECT EXISTS (SELECT 1 FROM jobs f JOIN jobs a ON a.job_type = f.job_type AND a.unique_key = f.unique_key
 				 WHERE f.status IN ('done', 'failed', 'cancelled') AND a.status IN ('pending', 'running', 'paused'))`,
-				`SELECT EXISTS (SELECT 1 FROM jobs WHERE run_at > now() + interval '1 month') AND EXISTS (SELECT 1 FROM jobs WHERE status = 'running' AND lease_until > now() + interval '1 month')`,
+				`SELECT EXISTS (SELECT 1 FROM jobs WHERE status = 'pending' AND run_at > now() + interval '1 month') AND EXISTS (SELECT 1 FROM jobs WHERE status = 'running' AND lease_until > now() + interval '1 month')`,
 				`SELECT count(DISTINCT status) = 6 FROM jobs`,
 			},
 		},

@@ -11,7 +11,7 @@ SELECT (ARRAY['email.send', 'report.build', 'sync.account'])[i % 3 + 1],
        CASE WHEN i % 3 = 1 THEN NULL
             WHEN s.status IN ('pending', 'running', 'paused') THEN 'k-' || i
             ELSE 'k-' || (i - i % 6) END,
-       CASE WHEN i % 10 = 7 THEN now() + make_interval(years => 1, mins => i % 60 + 1) ELSE now() - make_interval(secs => i) END,
+       CASE WHEN i % 10 IN (6, 7) THEN now() + make_interval(years => 1, mins => i % 60 + 1) ELSE now() - make_interval(secs => i) END,
        CASE WHEN s.status = 'failed' THEN 5 ELSE i % 3 END,
        CASE WHEN s.status = 'running' THEN now() + interval '1 year' END,
        CASE WHEN s.status = 'running' THEN 'worker-' || (i % 8) END,
