@@ -105,6 +105,9 @@ func (o BenchOptions) withDefaults() BenchOptions {
 // table for Hold, taken just before the cutover.
 func BenchMigration(ctx context.Context, o BenchOptions) (*BenchResult, error) {
 	o = o.withDefaults()
+	// One writer for every goroutine of the run: the migration's progress,
+	// the writer's and the sampler's lines interleave whole.
+	o.Out = benchLog(o.Out)
 	res := &BenchResult{Options: o}
 	logf := func(format string, args ...any) {
 		if o.Out != nil {
@@ -167,7 +170,7 @@ func BenchMigration(ctx context.Context, o BenchOptions) (*BenchResult, error) {
 		_, err := Up(ctx, oursURL, l, Options{
 			LockTimeout: o.LockTimeout,
 			MaxAttempts: 100,
-			Out:         benchLog(o.Out),
+			Out:         o.Out,
 			OnStep: func(r StepResult) {
 				if r.Number == 1+indexSteps {
 					beforeCutover()
@@ -239,7 +242,7 @@ func quotedTables(l layout.Layout) []string {
 func benchRun(ctx context.Context, dbURL string, l layout.Layout, o BenchOptions, name string,
 	migrate func(ctx context.Context, beforeCutover func()) (int, error)) (BenchRun, error) {
 	run := BenchRun{Name: name, Exclusive: map[string]time.Duration{}}
-	log := benchLog(o.Out)
+	log := o.Out
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
