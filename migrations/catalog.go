@@ -237,6 +237,13 @@ func readVersion(ctx context.Context, q querier, l layout.Layout) (*versionRow, 
 	return &v, nil
 }
 
+// yieldingAutovacuum matches (pg_stat_activity a) an autovacuum worker that
+// gives way to a conflicting lock request (after deadlock_timeout): it is
+// neither a long-running session to refuse over nor a holder to avoid
+// queueing behind. An anti-wraparound autovacuum does not give way, so it
+// still counts.
+const yieldingAutovacuum = `(a.backend_type = 'autovacuum worker' AND coalesce(a.query, '') NOT LIKE '%to prevent wraparound%')`
+
 // readSessions lists other sessions that hold or wait for a lock on a table
 // of the layout, with the age of their transaction.
 func readSessions(ctx context.Context, q querier, l layout.Layout) ([]session, error) {
@@ -250,6 +257,7 @@ JOIN pg_class c ON c.oid = lk.relation
 JOIN pg_namespace n ON n.oid = c.relnamespace
 JOIN pg_stat_activity a ON a.pid = lk.pid
 WHERE n.nspname = $1 AND c.relname = ANY ($2) AND lk.pid <> pg_backend_pid()
+  AND NOT `+yieldingAutovacuum+`
 ORDER BY a.pid, c.relname`, l.Schema, l.Tables())
 	if err != nil {
 		return nil, fmt.Errorf("read the sessions on the layout's tables: %w", err)
