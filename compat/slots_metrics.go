@@ -15,6 +15,8 @@ import (
 type slotMetrics struct {
 	acquisitions metric.Int64Counter
 	wait         metric.Float64Histogram
+	// gauges is the per-group gauges' callback, nil without GaugeGroups.
+	gauges metric.Registration
 }
 
 var (
@@ -52,7 +54,7 @@ func newSlotMetrics(mp metric.MeterProvider, s *Slots, gaugeGroups []string) (sl
 		return m, fmt.Errorf("slot metrics: %w", err)
 	}
 	groups := append([]string(nil), gaugeGroups...)
-	_, err = meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+	m.gauges, err = meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
 		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		sts, err := s.status(ctx, groups)
@@ -91,4 +93,20 @@ func (m slotMetrics) acquisition(ctx context.Context, result string) {
 
 func (m slotMetrics) waited(ctx context.Context, d time.Duration) {
 	m.wait.Record(ctx, d.Seconds())
+}
+
+// Close stops the per-group gauges (SlotsOptions.GaugeGroups): the meter
+// provider no longer queries the slot table for them. Acquire, Release and
+// the rest keep working. Close is safe to call more than once and without
+// gauges.
+func (s *Slots) Close() error {
+	if s.metrics.gauges == nil {
+		return nil
+	}
+	err := s.metrics.gauges.Unregister()
+	s.metrics.gauges = nil
+	if err != nil {
+		return fmt.Errorf("slot metrics: unregister the gauges: %w", err)
+	}
+	return nil
 }

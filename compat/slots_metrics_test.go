@@ -85,4 +85,23 @@ func TestSlotMetrics(t *testing.T) {
 			}
 		}
 	}
+
+	// After Close the gauges are gone; the counters stay.
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	rm = metricdata.ResourceMetrics{}
+	if err := reader.Collect(ctx, &rm); err != nil {
+		t.Fatal(err)
+	}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if g, ok := m.Data.(metricdata.Gauge[int64]); ok && len(g.DataPoints) > 0 {
+				t.Errorf("after Close, %s still reports %d points", m.Name, len(g.DataPoints))
+			}
+		}
+	}
 }
