@@ -33,7 +33,22 @@ import (
 
 // overrideSetting names the transaction-local setting that carries group i's
 // override from its lock statement to the count.
-func overrideSetting(i int) string { return "migrate_unique.override_" + strconv.Itoa(i) }
+func overrideSetting(i int) string {
+	if i < len(overrideSettings) {
+		return overrideSettings[i]
+	}
+	return "migrate_unique.override_" + strconv.Itoa(i)
+}
+
+// overrideSettings are the first names of overrideSetting, built once: a
+// single enqueue uses names 0 and 1.
+var overrideSettings = func() []string {
+	names := make([]string, 16)
+	for i := range names {
+		names[i] = "migrate_unique.override_" + strconv.Itoa(i)
+	}
+	return names
+}()
 
 // sqlArgs numbers the parameters of a statement as it is written.
 type sqlArgs []any
@@ -71,6 +86,9 @@ type lockPlan struct {
 // planLocks orders the batch's groups and gives each admission the setting
 // that will carry its group's override.
 func planLocks(adms []*admission) []*lockPlan {
+	if len(adms) == 1 {
+		return planOne(adms[0])
+	}
 	byGroup := map[[2]string]*lockPlan{}
 	get := func(class, key string) *lockPlan {
 		k := [2]string{class, key}
@@ -119,11 +137,24 @@ func planLocks(adms []*admission) []*lockPlan {
 	return plans
 }
 
+// planOne is planLocks for a single job, without the map and the sort: a
+// keyed job's class plan (index 0) folds into its group's plan (index 1),
+// which takes the class's shared lock first; a keyless job has the class
+// plan alone.
+func planOne(a *admission) []*lockPlan {
+	if a.lockKey == "" {
+		a.setting = overrideSetting(0)
+		return []*lockPlan{{class: a.job.Class, setting: a.setting, hasKeyless: true, codeLimited: a.id.Limited}}
+	}
+	a.setting = overrideSetting(1)
+	return []*lockPlan{{class: a.job.Class, key: a.lockKey, setting: a.setting, codeLimited: a.id.Limited, sharedClass: true}}
+}
+
 // lockQuery renders a lock statement. Its text depends only on the plan's
 // shape, so it is built once per shape; the arguments follow the text's
 // placeholders in order.
 func (s *schema) lockQuery(p *lockPlan) query {
-	var args []any
+	args := make([]any, 0, 6)
 	shape := "lock/keyed"
 	switch {
 	case p.key == "":
@@ -191,7 +222,8 @@ func (s *schema) admitQuery(adm *admission, out *admitResult) query {
 	if adm.id.Limited {
 		codeLimit = adm.id.Limit
 	}
-	args := []any{adm.setting, codeLimit, adm.job.Class}
+	args := make([]any, 0, 24) // 5 for the check, at most 14 for the row
+	args = append(args, adm.setting, codeLimit, adm.job.Class)
 	shape := "admit/class"
 	switch {
 	case adm.lockKey == "":

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/migrate-unique/migrate-unique/internal/layout"
 )
@@ -102,7 +103,9 @@ type Client struct {
 	l      layout.Layout
 	o      options
 	tracer trace.Tracer
-	ins    instruments
+	// tracing is false when the tracer provider is the no-op one.
+	tracing bool
+	ins     *instruments
 
 	mu     sync.Mutex
 	schema *schema
@@ -122,6 +125,11 @@ func NewClient(db DB, l layout.Layout, opts ...Option) (*Client, error) {
 	}
 	c.o.defaults()
 	c.tracer = c.o.tp.Tracer(instrumentationName)
+	// A no-op provider's spans record nothing and carry the caller's span
+	// context, which enqueue reads from ctx all the same: skip their
+	// per-call options and attributes.
+	_, noop := c.o.tp.(tracenoop.TracerProvider)
+	c.tracing = !noop
 	c.ins = newInstruments(c.o.mp.Meter(instrumentationName))
 	return c, nil
 }
@@ -159,9 +167,19 @@ func (c *Client) EnqueueManyTx(ctx context.Context, db DB, jobs []Job) (res []Re
 	}
 	start := time.Now()
 	class := jobs[0].Class
-	ctx, span := c.tracer.Start(ctx, "compat.Enqueue", trace.WithSpanKind(trace.SpanKindProducer),
-		trace.WithAttributes(attribute.String(AttrJobClass, class), attribute.Int("job.enqueue.count", len(jobs))))
+	var span trace.Span
+	if c.tracing {
+		ctx, span = c.tracer.Start(ctx, "compat.Enqueue", trace.WithSpanKind(trace.SpanKindProducer),
+			trace.WithAttributes(attribute.String(AttrJobClass, class), attribute.Int("job.enqueue.count", len(jobs))))
+	}
 	defer func() {
+		if err != nil {
+			c.ins.errors.Add(ctx, 1, c.ins.class(class))
+		}
+		c.ins.duration.Record(ctx, time.Since(start).Seconds(), c.ins.class(class))
+		if span == nil {
+			return
+		}
 		skipped := 0
 		for _, r := range res {
 			if r.Skipped != nil {
@@ -173,12 +191,10 @@ func (c *Client) EnqueueManyTx(ctx context.Context, db DB, jobs []Job) (res []Re
 		case err != nil:
 			span.RecordError(err)
 			span.SetStatus(codes.Error, err.Error())
-			c.ins.errors.Add(ctx, 1, classAttr(class))
 		case skipped > 0:
 			span.SetAttributes(attribute.String("error.type", ErrorTypeLimitReached), attribute.Int("job.enqueue.skipped_count", skipped))
 		}
 		span.End()
-		c.ins.duration.Record(ctx, time.Since(start).Seconds(), classAttr(class))
 	}()
 
 	res, err = c.enqueue(ctx, db, jobs, trace.SpanContextFromContext(ctx))
@@ -195,12 +211,12 @@ func (c *Client) EnqueueManyTx(ctx context.Context, db DB, jobs []Job) (res []Re
 	for i, r := range res {
 		cls := jobs[i].Class
 		if r.Skipped != nil {
-			c.ins.rejected.Add(ctx, 1, classAttr(cls))
+			c.ins.rejected.Add(ctx, 1, c.ins.class(cls))
 			c.o.logger.LogAttrs(ctx, slog.LevelDebug, "compat: job not enqueued: concurrency limit reached",
 				slog.String("group", r.Skipped.Group), slog.Int("limit", r.Skipped.Limit), slog.Int("active", r.Skipped.Active))
 			continue
 		}
-		c.ins.admitted.Add(ctx, 1, classAttr(cls))
+		c.ins.admitted.Add(ctx, 1, c.ins.class(cls))
 		c.o.logger.LogAttrs(ctx, slog.LevelDebug, "compat: job enqueued", slog.String("class", cls), slog.Int64("id", r.ID))
 	}
 	return res, nil

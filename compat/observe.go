@@ -2,6 +2,8 @@ package compat
 
 import (
 	"log/slog"
+	"sync"
+	"sync/atomic"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -50,10 +52,20 @@ func WithMeterProvider(mp metric.MeterProvider) Option { return func(o *options)
 type instruments struct {
 	admitted, rejected, retried, errors metric.Int64Counter
 	duration                            metric.Float64Histogram
+
+	// classes caches classAttr's option per job class: building the
+	// attribute set hashes and allocates, and an enqueue records up to
+	// three measurements. Classes are few (they name code), but the cache
+	// stops growing at maxCachedClasses all the same.
+	classes  sync.Map // class -> metric.MeasurementOption
+	nClasses atomic.Int32
 }
 
-func newInstruments(m metric.Meter) instruments {
-	var ins instruments
+// maxCachedClasses bounds instruments.classes.
+const maxCachedClasses = 1024
+
+func newInstruments(m metric.Meter) *instruments {
+	ins := &instruments{}
 	// Creating an instrument fails only for an invalid name; these are
 	// constants, and the no-op instrument is a safe fallback either way.
 	ins.admitted, _ = m.Int64Counter("compat.enqueue.admitted", metric.WithDescription("jobs the admission check let in, by job class"))
@@ -82,6 +94,20 @@ func newInstruments(m metric.Meter) instruments {
 
 func classAttr(class string) metric.MeasurementOption {
 	return metric.WithAttributes(attribute.String(AttrJobClass, class))
+}
+
+// class returns classAttr(class), cached.
+func (ins *instruments) class(class string) metric.MeasurementOption {
+	if o, ok := ins.classes.Load(class); ok {
+		return o.(metric.MeasurementOption)
+	}
+	o := classAttr(class)
+	if ins.nClasses.Load() < maxCachedClasses {
+		if _, loaded := ins.classes.LoadOrStore(class, o); !loaded {
+			ins.nClasses.Add(1)
+		}
+	}
+	return o
 }
 
 func (o *options) defaults() {

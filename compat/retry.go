@@ -258,7 +258,7 @@ func (c *Client) retryAll(ctx context.Context, tx DB, s *schema, fs []failed, o 
 		if _, err := tx.Exec(ctx, link, r.UUID, fs[i].id); err != nil {
 			return nil, fmt.Errorf("compat: link retry %s from result %d: %w", r.UUID, fs[i].id, err)
 		}
-		c.ins.retried.Add(ctx, 1, classAttr(fs[i].class))
+		c.ins.retried.Add(ctx, 1, c.ins.class(fs[i].class))
 	}
 	return outs, nil
 }
