@@ -525,3 +525,23 @@ func TestObservability(t *testing.T) {
 		t.Fatalf("counters %v", seen)
 	}
 }
+
+// TestNoTracerProviderKeepsCallerSpan: without a tracer provider the client
+// starts no span, and the row still carries the caller's trace and span ids.
+func TestNoTracerProviderKeepsCallerSpan(t *testing.T) {
+	q := newQueue(t, legacy.PlainJobs, true)
+	tp := sdktrace.NewTracerProvider()
+	ctx, span := tp.Tracer("caller").Start(t.Context(), "caller")
+	defer span.End()
+	if _, err := q.c.Enqueue(ctx, Job{Class: "obs.B", Value: limited("k", 1)}); err != nil {
+		t.Fatal(err)
+	}
+	var traceID, spanID *string
+	if err := q.pool.QueryRow(t.Context(), `SELECT trace_id, span_id FROM plainjobs_jobrequest`).Scan(&traceID, &spanID); err != nil {
+		t.Fatal(err)
+	}
+	sc := span.SpanContext()
+	if traceID == nil || *traceID != sc.TraceID().String() || spanID == nil || *spanID != sc.SpanID().String() {
+		t.Fatalf("trace_id %v span_id %v, want the caller's %s %s", traceID, spanID, sc.TraceID(), sc.SpanID())
+	}
+}
