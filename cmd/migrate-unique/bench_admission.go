@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 
 	"github.com/migrate-unique/migrate-unique/internal/admissionbench"
@@ -32,11 +30,8 @@ func runBenchAdmission(ctx context.Context, e *env, args []string) error {
 	rows := fs.Int("rows", 1_000_000, "active rows of the hot class in the backlog run (a tenth in the hot key group)")
 	samples := fs.Int("samples", 200, "latency samples per case")
 	asJSON := fs.Bool("json", false, "end with one JSON object of the figures")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return &exitError{code: 2, err: err}
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	switch {
 	case fs.NArg() > 0:

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 
 	"github.com/migrate-unique/migrate-unique/internal/pgurl"
@@ -29,11 +27,8 @@ func runBenchMigration(ctx context.Context, e *env, args []string) error {
 	interval := fs.Duration("writer-interval", 0, "pause between the writer's inserts (default 5ms)")
 	keepIdx := fs.Bool("keep-existing-indexes", false, "keep plain-jobs' own (class, key) indexes, which up reuses (by default both migrations build theirs under load)")
 	keep := fs.Bool("keep", false, "keep the two benchmark databases")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return &exitError{code: 2, err: err}
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	switch {
 	case *rows < 1:

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -52,11 +51,8 @@ func runBenchSlots(ctx context.Context, e *env, args []string) error {
 	limit := fs.Int("limit", 10, "the group's limit")
 	duration := fs.Duration("duration", 5*time.Second, "how long each phase (single worker, then all workers) runs")
 	asJSON := fs.Bool("json", false, "end with one JSON object of the figures")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return &exitError{code: 2, err: err}
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	switch {
 	case fs.NArg() > 0:

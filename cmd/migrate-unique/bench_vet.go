@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -18,11 +17,8 @@ func runBenchVet(ctx context.Context, e *env, args []string) error {
 	fs := newFlagSet(e, "bench vet", "bench vet [-packages 50] [-jobs 2000] [-runs 3] [-dir DIR]")
 	gen := addModuleFlags(fs)
 	runs := fs.Int("runs", 3, "timed rounds after the warm-up, each with every package of the module changed")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return &exitError{code: 2}
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	if *runs < 1 {
 		return &exitError{code: 2, err: fmt.Errorf("-runs %d: want at least 1", *runs)}

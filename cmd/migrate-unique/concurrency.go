@@ -78,11 +78,8 @@ func newConcurrencyFlags(e *env, name, usage string) *concurrencyFlags {
 func (f *concurrencyFlags) parse(args []string, minArgs, maxArgs int) ([]string, error) {
 	var pos []string
 	for {
-		if err := f.fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return nil, err
-			}
-			return nil, &exitError{code: 2, err: err}
+		if err := parseFlags(f.fs, args); err != nil {
+			return nil, err
 		}
 		if f.fs.NArg() == 0 {
 			break

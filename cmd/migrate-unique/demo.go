@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"time"
@@ -37,11 +35,8 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 	database := fs.String("database", "", "URL of an empty PostgreSQL database to run in, e.g. postgres://user@host:5432/demo (default: a throwaway server); the password is never printed")
 	rows := fs.Int("rows", demo.DefaultRows, "pending jobs in the legacy queue (plus a tenth as many running and a fifth as many finished)")
 	keep := fs.Bool("keep", false, "leave the throwaway server (or database) in place and print its URL")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return &exitError{code: 2, err: err}
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
 		return &exitError{code: 2, err: fmt.Errorf("unexpected argument %q; every setting is a flag (see -h)", fs.Arg(0))}

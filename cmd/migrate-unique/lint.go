@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -81,11 +80,8 @@ func runLint(ctx context.Context, e *env, args []string) error {
 	tags := fs.String("tags", "", "build tags to load the packages with, a comma-separated `list` as for go build -tags")
 	tests := fs.Bool("test", true, "also analyse test files")
 	cfg := analyzerFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return &exitError{code: 2}
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	a, err := analyzer.New(*cfg)
 	if err != nil {

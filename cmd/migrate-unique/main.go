@@ -135,9 +135,24 @@ func newFlagSet(e *env, name, usage string) *flag.FlagSet {
 	return fs
 }
 
+// parseFlags parses args into fs. -h returns flag.ErrHelp (exit 0, the usage
+// is printed); any other error is a usage error (exit 2) that the flag
+// package has already printed with the usage.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	err := fs.Parse(args)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, flag.ErrHelp):
+		return err
+	default:
+		return &exitError{code: 2}
+	}
+}
+
 func runVersion(_ context.Context, e *env, args []string) error {
 	fs := newFlagSet(e, "version", "version")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	fmt.Fprintf(e.stdout, "migrate-unique %s\n", version.Version)

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -38,11 +37,8 @@ func parseMigrateFlags(e *env, name, usage string, args []string, run bool) (*mi
 		f.maxAttempts = fs.Int("max-attempts", migrations.DefaultMaxAttempts, "attempts per step when a lock is not available (55P03) or a deadlock (40P01) occurs, with jittered backoff in between")
 		f.longTx = fs.Duration("long-transaction", migrations.DefaultLongTransaction, "refuse to start while another session holding a lock on a queue table has been in (or idle in) a transaction longer than this")
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil, err
-		}
-		return nil, &exitError{code: 2, err: err}
+	if err := parseFlags(fs, args); err != nil {
+		return nil, err
 	}
 	if fs.NArg() > 0 {
 		return nil, &exitError{code: 2, err: fmt.Errorf("unexpected argument %q; every setting is a flag (see -h)", fs.Arg(0))}
@@ -238,11 +234,8 @@ func runSQL(ctx context.Context, e *env, args []string) error {
 	fs := newFlagSet(e, "sql", sqlUsage)
 	lf := layout.RegisterFlags(fs)
 	dir := fs.String("dir", "migrate-unique-sql", "directory to write the files into (created if missing; files of the same name are replaced, any other .sql file is refused)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return &exitError{code: 2, err: err}
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
 		return &exitError{code: 2, err: fmt.Errorf("unexpected argument %q; use --dir DIR", fs.Arg(0))}

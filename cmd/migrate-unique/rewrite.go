@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"strings"
 
@@ -42,11 +41,8 @@ func runRewrite(ctx context.Context, e *env, args []string) error {
 	var tags listFlag
 	fs.Var(&tags, "tags", "comma-separated build tags: one more `list` to load the module with (repeatable, one load each, besides the load without tags)")
 	allowTypeErrors := fs.Bool("allow-type-errors", false, "write (or diff) even when the rewritten module does not type-check, listing the errors: for generated mocks you regenerate right after")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return &exitError{code: 2, err: err}
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	if *diff && *write {
 		return &exitError{code: 2, err: errors.New("-diff and -w exclude each other: -diff shows the change, -w makes it")}
