@@ -22,7 +22,6 @@ import (
 // command is one subcommand. run gets the arguments after the command name.
 type command struct {
 	name    string
-	usage   string
 	summary string
 	run     func(ctx context.Context, env *env, args []string) error
 }
@@ -36,18 +35,18 @@ type env struct {
 
 // commands lists every subcommand in the order help shows them.
 var commands = []command{
-	{"plan", "plan [layout flags] [--database URL]", "show what the database migration would do, changing nothing", runPlan},
-	{"up", "up [layout flags] [--database URL] [--lock-timeout 2s] [--max-attempts 10] [--long-transaction 1m]", "run the database migration, online", runUp},
-	{"down", "down [layout flags] [--database URL] [--lock-timeout 2s] [--max-attempts 10] [--long-transaction 1m]", "roll the database migration back", runDown},
-	{"status", "status [layout flags] [--database URL]", "show whether the database is legacy, partly migrated or migrated", runStatus},
-	{"sql", "sql [layout flags] [--dir DIR]", "write the migration as golang-migrate files", runSQL},
-	{"lint", "lint [flags] packages", "report legacy unique-key job code", runLint},
-	{"rewrite", "rewrite [-diff | -w] [flags] packages", "migrate a whole module's job code", runRewrite},
-	{"concurrency", "concurrency status|release|set ...", "inspect and steer concurrency groups", runConcurrency},
-	{"bench", "bench migration|admission|slots|vet|rewrite [flags]", "run a benchmark against its baseline", runBench},
-	{"demo", "demo [--database URL] [--rows N] [--keep]", "show the whole migration on a throwaway database", runDemo},
-	{"version", "version", "print the version", runVersion},
-	{"help", "help [command]", "show this help or a command's flags", nil},
+	{"plan", "show what the database migration would do, changing nothing", runPlan},
+	{"up", "run the database migration, online", runUp},
+	{"down", "roll the database migration back", runDown},
+	{"status", "show whether the database is legacy, partly migrated or migrated", runStatus},
+	{"sql", "write the migration as golang-migrate files", runSQL},
+	{"lint", "report legacy unique-key job code", runLint},
+	{"rewrite", "migrate a whole module's job code", runRewrite},
+	{"concurrency", "inspect and steer concurrency groups", runConcurrency},
+	{"bench", "run a benchmark against its baseline", runBench},
+	{"demo", "show the whole migration on a throwaway database", runDemo},
+	{"version", "print the version", runVersion},
+	{"help", "show this help or a command's flags", nil},
 }
 
 // exitError carries a specific exit code, for commands whose exit status is

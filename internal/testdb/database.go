@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -11,6 +12,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/migrate-unique/migrate-unique/internal/layout"
 )
 
 // CreateDatabase creates a new database named after prefix plus a random
@@ -28,7 +31,7 @@ func (s *Server) CreateDatabase(ctx context.Context, prefix, template string) (s
 	}
 	err := s.admin(ctx, func(conn *pgx.Conn) error {
 		return retryBusy(ctx, func() error {
-			_, err := conn.Exec(ctx, "CREATE DATABASE "+quoteIdent(name)+" TEMPLATE "+quoteIdent(template))
+			_, err := conn.Exec(ctx, "CREATE DATABASE "+layout.Ident(name)+" TEMPLATE "+layout.Ident(template))
 			return err
 		})
 	})
@@ -41,7 +44,7 @@ func (s *Server) CreateDatabase(ctx context.Context, prefix, template string) (s
 // DropDatabase drops the database, closing any connection still open to it.
 func (s *Server) DropDatabase(ctx context.Context, name string) error {
 	return s.admin(ctx, func(conn *pgx.Conn) error {
-		_, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+quoteIdent(name)+" WITH (FORCE)")
+		_, err := conn.Exec(ctx, dropDatabase(name))
 		if err != nil {
 			return fmt.Errorf("drop database %s: %w", name, err)
 		}
@@ -57,7 +60,7 @@ func (s *Server) EnsureTemplate(ctx context.Context, key string, setup func(ctx 
 	sum := sha256.Sum256([]byte(key))
 	name := "mu_tmpl_" + hex.EncodeToString(sum[:10])
 	err := s.admin(ctx, func(conn *pgx.Conn) error {
-		lockID := int64(sum[10])<<56 | int64(sum[11])<<48 | int64(sum[12])<<40 | int64(sum[13])<<32 | int64(sum[14])<<24 | int64(sum[15])<<16 | int64(sum[16])<<8 | int64(sum[17])
+		lockID := int64(binary.BigEndian.Uint64(sum[10:18]))
 		if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", lockID); err != nil {
 			return err
 		}
@@ -71,21 +74,21 @@ func (s *Server) EnsureTemplate(ctx context.Context, key string, setup func(ctx 
 			return err
 		}
 		// A leftover of a setup that failed half-way: start again.
-		if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+quoteIdent(name)+" WITH (FORCE)"); err != nil {
+		if _, err := conn.Exec(ctx, dropDatabase(name)); err != nil {
 			return err
 		}
-		if _, err := conn.Exec(ctx, "CREATE DATABASE "+quoteIdent(name)+" TEMPLATE template0"); err != nil {
+		if _, err := conn.Exec(ctx, "CREATE DATABASE "+layout.Ident(name)+" TEMPLATE template0"); err != nil {
 			return err
 		}
 		if err := setup(ctx, s.DatabaseURL(name)); err != nil {
-			_, _ = conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+quoteIdent(name)+" WITH (FORCE)")
+			_, _ = conn.Exec(context.Background(), dropDatabase(name))
 			return fmt.Errorf("set up template %q: %w", key, err)
 		}
 		// No connection may stay open to a template that is being copied.
 		if _, err := conn.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()", name); err != nil {
 			return err
 		}
-		_, err = conn.Exec(ctx, "ALTER DATABASE "+quoteIdent(name)+" WITH IS_TEMPLATE true ALLOW_CONNECTIONS false")
+		_, err = conn.Exec(ctx, "ALTER DATABASE "+layout.Ident(name)+" WITH IS_TEMPLATE true ALLOW_CONNECTIONS false")
 		return err
 	})
 	if err != nil {
@@ -137,4 +140,10 @@ func retryBusy(ctx context.Context, f func() error) error {
 		case <-time.After(delay):
 		}
 	}
+}
+
+// dropDatabase is the statement that drops a database, closing any
+// connection still open to it.
+func dropDatabase(name string) string {
+	return "DROP DATABASE IF EXISTS " + layout.Ident(name) + " WITH (FORCE)"
 }

@@ -277,8 +277,6 @@ func (s *Server) Describe() string {
 	return fmt.Sprintf("%s server %s", s.Source, pgurl.Describe(s.URL))
 }
 
-func quoteIdent(s string) string { return pgx.Identifier{s}.Sanitize() }
-
 func sanitizeName(s string) string {
 	var b strings.Builder
 	for _, r := range strings.ToLower(s) {
