@@ -16,17 +16,20 @@ import (
 //
 //  1. Lock statements, one per class then one per keyed group, in the global
 //     order (class, key) with the class first, so two transactions never
-//     wait on each other in a cycle. A class statement takes the class-wide
-//     lock exclusively when a keyless job of the class is limited (by code
-//     or by an override) and shared otherwise; a group statement takes the
-//     group lock when the group is limited. Each statement also reads the
-//     group's override from concurrency_limits and keeps it in a
-//     transaction-local setting, so the count below uses exactly the limit
-//     the lock was chosen for.
+//     wait on each other in a cycle. A keyed group's statement takes the
+//     class's shared lock and then the group's lock, always. A class
+//     statement takes the class-wide lock exclusively when a keyless job of
+//     the class is limited in code, and shared when no keyless job is in the
+//     batch. Otherwise the mode depends on the class's override: the
+//     statement reads it, takes the lock exclusively if there is one, and
+//     keeps it in a transaction-local setting ("carries" it), so the count
+//     below uses exactly the limit the lock was chosen for.
 //  2. One count-and-insert statement per job. It starts after the locks are
 //     held, so under READ COMMITTED its snapshot sees every job admitted
-//     before it; the count stops at the limit (LIMIT), so a check reads at
-//     most limit index entries per table.
+//     before it, and every override set before it: a group whose lock is
+//     exclusive whatever its override reads the override here, once; a
+//     carried one reads the setting. The count stops at the limit (LIMIT),
+//     so a check reads at most limit index entries per table.
 //
 // With pgx the statements are pipelined in one batch: one round trip, and,
 // outside a caller's transaction, one implicit transaction.
@@ -69,22 +72,29 @@ type query struct {
 type admission struct {
 	job     Job
 	id      Identity
-	lockKey string // the group's key: id.Key, or id.Prefix in no-overlap mode
-	setting string // the override setting of its group
-	record  bool   // write a skip record when blocked
+	lockKey string    // the group's key: id.Key, or id.Prefix in no-overlap mode
+	plan    *lockPlan // the lock statement of its group
+	record  bool      // write a skip record when blocked
 }
 
 // lockPlan is one lock statement: a class (key "") or a keyed group.
 type lockPlan struct {
 	class, key  string
-	setting     string
-	hasKeyless  bool // class plans: a keyless job of the class is in the batch
-	codeLimited bool // some job of the group has a limit in code
-	sharedClass bool // group plans: take the class's shared lock first
+	setting     string // the transaction-local setting a carried override goes in
+	hasKeyless  bool   // class plans: a keyless job of the class is in the batch
+	codeLimited bool   // some job of the group has a limit in code
+	sharedClass bool   // group plans: take the class's shared lock first
 }
 
-// planLocks orders the batch's groups and gives each admission the setting
-// that will carry its group's override.
+// carries reports whether p's lock mode depends on the group's override,
+// which p's statement then reads and carries to the counts: a class lock
+// for keyless jobs without a limit in code, where an override can exist.
+func (p *lockPlan) carries(s *schema) bool {
+	return p.key == "" && p.hasKeyless && !p.codeLimited && s.hasLimits
+}
+
+// planLocks orders the batch's groups and gives each admission its group's
+// plan.
 func planLocks(adms []*admission) []*lockPlan {
 	if len(adms) == 1 {
 		return planOne(adms[0])
@@ -132,7 +142,7 @@ func planLocks(adms []*admission) []*lockPlan {
 		plans = append(plans, p)
 	}
 	for _, a := range adms {
-		a.setting = byGroup[[2]string{a.job.Class, a.lockKey}].setting
+		a.plan = byGroup[[2]string{a.job.Class, a.lockKey}]
 	}
 	return plans
 }
@@ -143,57 +153,39 @@ func planLocks(adms []*admission) []*lockPlan {
 // plan alone.
 func planOne(a *admission) []*lockPlan {
 	if a.lockKey == "" {
-		a.setting = overrideSetting(0)
-		return []*lockPlan{{class: a.job.Class, setting: a.setting, hasKeyless: true, codeLimited: a.id.Limited}}
+		a.plan = &lockPlan{class: a.job.Class, setting: overrideSetting(0), hasKeyless: true, codeLimited: a.id.Limited}
+	} else {
+		a.plan = &lockPlan{class: a.job.Class, key: a.lockKey, setting: overrideSetting(1), codeLimited: a.id.Limited, sharedClass: true}
 	}
-	a.setting = overrideSetting(1)
-	return []*lockPlan{{class: a.job.Class, key: a.lockKey, setting: a.setting, codeLimited: a.id.Limited, sharedClass: true}}
+	return []*lockPlan{a.plan}
 }
 
 // lockQuery renders a lock statement. Its text depends only on the plan's
 // shape, so it is built once per shape; the arguments follow the text's
 // placeholders in order.
 func (s *schema) lockQuery(p *lockPlan) query {
-	args := make([]any, 0, 6)
-	shape := "lock/keyed"
 	switch {
-	case p.key == "":
-		shape = "lock/class"
-		args = append(args, p.hasKeyless, p.codeLimited, lockid.For(p.class, ""))
-	case p.sharedClass:
-		shape = "lock/keyed+class"
-		args = append(args, lockid.For(p.class, ""), p.codeLimited, lockid.For(p.class, p.key))
-	default:
-		args = append(args, p.codeLimited, lockid.For(p.class, p.key))
+	case p.key != "" && p.sharedClass:
+		// Target-list entries are evaluated left to right: the class's
+		// shared lock, then the group's.
+		return query{sql: "SELECT pg_advisory_xact_lock_shared($1), pg_advisory_xact_lock($2)",
+			args: []any{lockid.For(p.class, ""), lockid.For(p.class, p.key)}}
+	case p.key != "" || (p.hasKeyless && p.codeLimited):
+		return query{sql: "SELECT pg_advisory_xact_lock($1)", args: []any{lockid.For(p.class, p.key)}}
+	case !p.carries(s):
+		return query{sql: "SELECT pg_advisory_xact_lock_shared($1)", args: []any{lockid.For(p.class, "")}}
 	}
-	if s.hasLimits {
-		args = append(args, layout.GroupName(p.class, p.key))
-	}
-	args = append(args, p.setting)
-	return query{sql: s.text(shape, func() string { return s.lockText(p.key == "", p.sharedClass) }), args: args}
+	return query{sql: s.text("lock/carry", s.carryLockText), args: []any{lockid.For(p.class, ""), layout.GroupName(p.class, ""), p.setting}}
 }
 
-func (s *schema) lockText(class, sharedClass bool) string {
-	var a sqlArgs
-	var lock string
-	if class {
-		cond := a.add(nil) + "::boolean AND (" + a.add(nil) + "::boolean OR s.o <> '')"
-		id := a.add(nil)
-		lock = "CASE WHEN " + cond + " THEN pg_advisory_xact_lock(" + id + ")::text ELSE pg_advisory_xact_lock_shared(" + id + ")::text END"
-	} else {
-		if sharedClass {
-			// Target-list entries are evaluated left to right.
-			lock = "pg_advisory_xact_lock_shared(" + a.add(nil) + ")::text, "
-		}
-		cond := a.add(nil) + "::boolean OR s.o <> ''"
-		lock += "CASE WHEN " + cond + " THEN pg_advisory_xact_lock(" + a.add(nil) + ")::text END"
-	}
-	override := "''"
-	if s.hasLimits {
-		override = "coalesce((SELECT concurrency_limit::text FROM " + s.l.Table(layout.LimitsTable) +
-			" WHERE group_name = " + a.add(nil) + "), '')"
-	}
-	return "SELECT " + lock + " FROM (SELECT set_config(" + a.add(nil) + ", " + override + ", true) AS o OFFSET 0) s"
+// carryLockText is the class lock statement whose mode the override
+// decides: exclusive when the class has one, shared otherwise; the override
+// (an empty string for none) goes into the transaction-local setting for
+// the counts.
+func (s *schema) carryLockText() string {
+	return "SELECT CASE WHEN s.o <> '' THEN pg_advisory_xact_lock($1)::text ELSE pg_advisory_xact_lock_shared($1)::text END" +
+		" FROM (SELECT set_config($3, coalesce((SELECT concurrency_limit::text FROM " + s.l.Table(layout.LimitsTable) +
+		" WHERE group_name = $2), ''), true) AS o OFFSET 0) s"
 }
 
 // text returns the statement text of a shape, building it on first use.
@@ -215,24 +207,37 @@ type admitResult struct {
 }
 
 // admitQuery renders the count-and-insert statement of one job: the text
-// once per shape (class-wide, keyed, prefix), the arguments in the order of
-// its placeholders.
+// once per shape (class-wide, keyed, prefix; where the override comes
+// from), the arguments in the order of its placeholders.
 func (s *schema) admitQuery(adm *admission, out *admitResult) query {
 	var codeLimit any
 	if adm.id.Limited {
 		codeLimit = adm.id.Limit
 	}
 	args := make([]any, 0, 24) // 5 for the check, at most 14 for the row
-	args = append(args, adm.setting, codeLimit, adm.job.Class)
 	shape := "admit/class"
 	switch {
 	case adm.lockKey == "":
 	case adm.id.NoOverlap:
 		shape = "admit/prefix"
+	default:
+		shape = "admit/keyed"
+	}
+	switch {
+	case adm.plan.carries(s):
+		shape += "/carried"
+		args = append(args, adm.plan.setting)
+	case s.hasLimits:
+		shape += "/read"
+		args = append(args, layout.GroupName(adm.job.Class, adm.lockKey))
+	}
+	args = append(args, codeLimit, adm.job.Class)
+	switch {
+	case adm.lockKey == "":
+	case adm.id.NoOverlap:
 		p := adm.id.Prefix
 		args = append(args, p, p[:len(p)-1]+string([]byte{p[len(p)-1] + 1})) // validate keeps the last byte below 0xff
 	default:
-		shape = "admit/keyed"
 		args = append(args, adm.id.Key)
 	}
 	args = s.rowArgs(s.requests, adm, "", args)
@@ -241,25 +246,37 @@ func (s *schema) admitQuery(adm *admission, out *admitResult) query {
 	}}
 }
 
+// admitText builds the count-and-insert statement of a shape made by
+// admitQuery. It returns one row: the limit (NULL: none), the active jobs
+// counted (at most the limit per table) and who they are, and the new row's
+// id and uuid (NULL when blocked).
 func (s *schema) admitText(shape string) string {
 	var a sqlArgs
 	l := s.l
 	var b strings.Builder
-	// lim: the limit (the override the lock statement saw, else the code's).
-	// active: the group's active jobs, at most lim.n per table and in all; a
-	// NULL limit filters lim's row out, so nothing is read when unlimited.
-	b.WriteString("WITH lim AS (\n    SELECT coalesce(nullif(current_setting(" + a.add(nil) + "), '')::integer, " + a.add(nil) + "::integer) AS n\n), active AS (\n    SELECT a.t, a.id FROM lim, LATERAL (SELECT u.t, u.id FROM (")
+	// l.n is the limit: the override, else the code's. The subquery is
+	// fenced (OFFSET 0) so the override is read once; a NULL limit reads no
+	// active job (LIMIT 0).
+	override := "NULL::integer"
+	switch {
+	case strings.HasSuffix(shape, "/carried"):
+		override = "nullif(current_setting(" + a.add(nil) + "), '')::integer"
+	case strings.HasSuffix(shape, "/read"):
+		override = "(SELECT concurrency_limit FROM " + l.Table(layout.LimitsTable) + " WHERE group_name = " + a.add(nil) + ")"
+	}
+	b.WriteString("WITH c AS (\n    SELECT min(l.n) AS lim, count(u.id) AS n, coalesce(string_agg(u.t || ':' || u.id::text, ','), '') AS holders\n")
+	b.WriteString("    FROM (SELECT coalesce(" + override + ", " + a.add(nil) + "::integer) AS n OFFSET 0) l\n    LEFT JOIN LATERAL (")
 	class := a.add(nil)
 	var keyCond string
 	key := layout.Ident(s.keyCol)
-	switch shape {
-	case "admit/prefix":
+	switch {
+	case strings.HasPrefix(shape, "admit/prefix"):
 		collate := ""
 		if !s.cCollation {
 			collate = ` COLLATE "C"`
 		}
 		keyCond = " AND " + key + collate + " >= " + a.add(nil) + " AND " + key + collate + " < " + a.add(nil)
-	case "admit/keyed":
+	case strings.HasPrefix(shape, "admit/keyed"):
 		keyCond = " AND " + key + " = " + a.add(nil)
 	}
 	stateCond := ""
@@ -271,19 +288,19 @@ func (s *schema) admitText(shape string) string {
 		if i > 0 {
 			b.WriteString("\n        UNION ALL")
 		}
-		fmt.Fprintf(&b, "\n        (SELECT %s AS t, %s AS id FROM %s WHERE %s = %s%s%s LIMIT lim.n)",
+		fmt.Fprintf(&b, "\n        (SELECT %s AS t, %s AS id FROM %s WHERE %s = %s%s%s LIMIT coalesce(l.n, 0))",
 			layout.Literal(t.name), id, l.Table(t.name), layout.Ident(l.ClassColumn), class, keyCond, stateCond)
 	}
-	b.WriteString("\n    ) u LIMIT lim.n) a WHERE lim.n IS NOT NULL\n), c AS (\n    SELECT count(*) AS n, coalesce(string_agg(t || ':' || id::text, ','), '') AS holders FROM active\n), ins AS (\n    ")
+	b.WriteString("\n    ) u ON true\n), ins AS (\n    ")
 
 	cols, vals := s.rowText(s.requests, &a)
 	returning := id + " AS r_id, NULL::text AS r_uuid"
 	if s.requests.has("uuid") {
 		returning = id + " AS r_id, " + layout.Ident("uuid") + "::text AS r_uuid"
 	}
-	fmt.Fprintf(&b, "INSERT INTO %s (%s)\n    SELECT %s\n    FROM lim, c WHERE lim.n IS NULL OR c.n < lim.n\n    RETURNING %s\n)\n",
+	fmt.Fprintf(&b, "INSERT INTO %s (%s)\n    SELECT %s\n    FROM c WHERE c.lim IS NULL OR c.n < c.lim\n    RETURNING %s\n)\n",
 		l.Table(s.requests.name), strings.Join(cols, ", "), strings.Join(vals, ", "), returning)
-	b.WriteString("SELECT lim.n, c.n, c.holders, ins.r_id, ins.r_uuid FROM lim CROSS JOIN c LEFT JOIN ins ON true")
+	b.WriteString("SELECT c.lim, c.n, c.holders, ins.r_id, ins.r_uuid FROM c LEFT JOIN ins ON true")
 	return b.String()
 }
 

@@ -163,6 +163,46 @@ func TestAdmissionRules(t *testing.T) {
 	}
 }
 
+// TestSkipReportsAtMostTheLimit: a group above its limit (two running and
+// two pending jobs, then limit 2) is reported with the limit as its active
+// count and as many holders, each one of the group's active jobs, over
+// pgx and database/sql.
+func TestSkipReportsAtMostTheLimit(t *testing.T) {
+	for _, s := range legacy.All {
+		t.Run(s.Name, func(t *testing.T) {
+			q := newQueue(t, s, true)
+			for via, c := range clients(t, q) {
+				class := "app.jobs.Over." + via
+				running := q.l.ActiveTables()[len(q.l.ActiveTables())-1]
+				active := map[JobRef]bool{}
+				for range 2 {
+					active[JobRef{Table: running, ID: q.run(t, class, "k")}] = true
+				}
+				for range 2 {
+					res, err := c.Enqueue(t.Context(), Job{Class: class, Value: limited("k", 4)})
+					if err != nil || !res.Inserted() {
+						t.Fatalf("%s: %+v, %v", via, res, err)
+					}
+					active[JobRef{Table: q.l.Tables()[0], ID: res.ID}] = true
+				}
+				res, err := c.Enqueue(t.Context(), Job{Class: class, Value: limited("k", 2)})
+				if err != nil || res.Inserted() {
+					t.Fatalf("%s: %+v, %v", via, res, err)
+				}
+				sk := res.Skipped
+				if sk.Limit != 2 || sk.Active != 2 || len(sk.Holders) != 2 || sk.Holders[0] == sk.Holders[1] {
+					t.Fatalf("%s: skip %+v, want limit 2, active 2, two holders", via, sk)
+				}
+				for _, h := range sk.Holders {
+					if !active[h] {
+						t.Fatalf("%s: holder %+v is not one of the group's active jobs %v", via, h, active)
+					}
+				}
+			}
+		})
+	}
+}
+
 func sortRefs(r []JobRef) {
 	slices.SortFunc(r, func(a, b JobRef) int {
 		if c := strings.Compare(a.Table, b.Table); c != 0 {

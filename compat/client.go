@@ -354,7 +354,11 @@ func admit(ctx context.Context, db DB, s *schema, adms []*admission) ([]Result, 
 		sk := &Skip{Group: layout.GroupName(a.job.Class, a.lockKey), Class: a.job.Class, Key: a.lockKey,
 			Active: int(o.active), Holders: parseHolders(o.holders)}
 		if o.limit != nil {
+			// Each active table is read up to the limit: report the
+			// first limit of them, in the order they were read.
 			sk.Limit = int(*o.limit)
+			sk.Active = min(sk.Active, sk.Limit)
+			sk.Holders = sk.Holders[:min(len(sk.Holders), sk.Limit)]
 		}
 		res[i].Skipped = sk
 		if a.record {

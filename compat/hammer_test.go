@@ -23,21 +23,48 @@ type hammerGroup struct {
 // TestHammerNoGroupExceedsItsLimit: 64 goroutines, each on its own
 // connection, enqueue thousands of jobs into keyed groups with limits 0, 1,
 // 3 and 10 and into classes with class-wide limits (one mixed with keyed
-// jobs), singly, in batches and in their own transactions, while a worker
+// jobs), and into groups whose limit only an override in concurrency_limits
+// sets (keyed and class-wide), singly, in batches and in their own
+// transactions, while a worker
 // moves and finishes jobs. After every admission an observer connection
 // checks every group against its limit; at the end the rows agree with what
 // was admitted and finished.
 func TestHammerNoGroupExceedsItsLimit(t *testing.T) {
-	testdb.Heavy(t)
-	q := newQueue(t, legacy.PlainJobs, true)
-	ctx := t.Context()
-	groups := []hammerGroup{
+	hammer(t, []hammerGroup{
 		{"hammer.A", limited("k0", 0)}, {"hammer.A", limited("k1", 1)},
 		{"hammer.A", limited("k3", 3)}, {"hammer.A", limited("k10", 10)},
 		{"hammer.A", keyedJob{}}, // keyless, unlimited: no check, shared class lock only
 		{"hammer.B", limited("", 3)},
 		{"hammer.C", limited("", 10)}, {"hammer.C", keyedJob{key: "free"}}, {"hammer.C", limited("one", 1)},
-	}
+		{"hammer.D", keyedJob{key: "ov"}}, {"hammer.D", keyedJob{key: "free"}},
+	}, map[[2]string]int{
+		{"hammer.A", "k3"}: 2, // an override below the code's limit
+		{"hammer.D", "ov"}: 5, // a keyed group limited by its override alone
+	})
+}
+
+// TestHammerOverrides is the hammer on groups whose limits only overrides
+// set: a keyed group, and a class-wide limit on keyless jobs that have none
+// in code while keyed jobs of the class are inserted. Nothing else is in
+// the queue, so the worker side keeps freeing their slots and admissions
+// keep racing at the limit.
+func TestHammerOverrides(t *testing.T) {
+	hammer(t, []hammerGroup{
+		{"hammer.D", keyedJob{key: "ov"}},
+		{"hammer.E", keyedJob{}}, {"hammer.E", keyedJob{}}, {"hammer.E", limited("k", 2)},
+	}, map[[2]string]int{
+		{"hammer.D", "ov"}: 5,
+		{"hammer.E", ""}:   10,
+	})
+}
+
+// hammer runs the hammer over groups, with overrides (group -> limit) set in
+// concurrency_limits first.
+func hammer(t *testing.T, groups []hammerGroup, overrides map[[2]string]int) {
+	t.Helper()
+	testdb.Heavy(t)
+	q := newQueue(t, legacy.PlainJobs, true)
+	ctx := t.Context()
 	keyedLimit := map[[2]string]int{}
 	classLimit := map[string]int{}
 	for _, g := range groups {
@@ -46,6 +73,17 @@ func TestHammerNoGroupExceedsItsLimit(t *testing.T) {
 			keyedLimit[[2]string{g.class, g.value.key}] = g.value.limit
 		case g.value.limited:
 			classLimit[g.class] = g.value.limit
+		}
+	}
+	for g, n := range overrides {
+		if _, err := q.pool.Exec(ctx, `INSERT INTO `+q.l.Table(layout.LimitsTable)+` (group_name, concurrency_limit) VALUES ($1, $2)`,
+			layout.GroupName(g[0], g[1]), n); err != nil {
+			t.Fatal(err)
+		}
+		if g[1] == "" {
+			classLimit[g[0]] = n
+		} else {
+			keyedLimit[g] = n
 		}
 	}
 
@@ -220,6 +258,11 @@ loop:
 	}
 	if inserted[[2]string{"hammer.A", "k0"}] != 0 {
 		t.Errorf("limit 0 admitted %d jobs", inserted[[2]string{"hammer.A", "k0"}])
+	}
+	for g := range overrides {
+		if inserted[g] == 0 {
+			t.Errorf("group %s admitted nothing: the hammer did not exercise its override", layout.GroupName(g[0], g[1]))
+		}
 	}
 	if checks != workers*attempts || skipped == 0 || total == 0 {
 		t.Fatalf("checks %d, admitted %d, skipped %d: the hammer did not exercise both outcomes", checks, total, skipped)

@@ -9,48 +9,63 @@ import (
 	"github.com/migrate-unique/migrate-unique/internal/layout"
 )
 
-// The exact admission statements for plain-jobs' migrated tables: a keyed
-// job with limit 2 (one lock statement: the class lock shared, then the
-// group lock; then count and insert), and the class-wide lock statement.
+// The exact admission statements for plain-jobs' migrated tables.
 const (
-	wantClassLock = `SELECT CASE WHEN $1::boolean AND ($2::boolean OR s.o <> '') THEN pg_advisory_xact_lock($3)::text ELSE pg_advisory_xact_lock_shared($3)::text END FROM (SELECT set_config($5, coalesce((SELECT concurrency_limit::text FROM "public"."concurrency_limits" WHERE group_name = $4), ''), true) AS o OFFSET 0) s`
-	wantGroupLock = `SELECT pg_advisory_xact_lock_shared($1)::text, CASE WHEN $2::boolean OR s.o <> '' THEN pg_advisory_xact_lock($3)::text END FROM (SELECT set_config($5, coalesce((SELECT concurrency_limit::text FROM "public"."concurrency_limits" WHERE group_name = $4), ''), true) AS o OFFSET 0) s`
-	wantAdmit     = `WITH lim AS (
-    SELECT coalesce(nullif(current_setting($1), '')::integer, $2::integer) AS n
-), active AS (
-    SELECT a.t, a.id FROM lim, LATERAL (SELECT u.t, u.id FROM (
-        (SELECT 'plainjobs_jobrequest' AS t, "id" AS id FROM "public"."plainjobs_jobrequest" WHERE "job_class" = $3 AND "concurrency_key" = $4 LIMIT lim.n)
+	// A keyed job: one lock statement (the class's lock shared, then the
+	// group's), then the count and insert, which reads the group's override.
+	wantGroupLock = `SELECT pg_advisory_xact_lock_shared($1), pg_advisory_xact_lock($2)`
+	wantAdmit     = `WITH c AS (
+    SELECT min(l.n) AS lim, count(u.id) AS n, coalesce(string_agg(u.t || ':' || u.id::text, ','), '') AS holders
+    FROM (SELECT coalesce((SELECT concurrency_limit FROM "public"."concurrency_limits" WHERE group_name = $1), $2::integer) AS n OFFSET 0) l
+    LEFT JOIN LATERAL (
+        (SELECT 'plainjobs_jobrequest' AS t, "id" AS id FROM "public"."plainjobs_jobrequest" WHERE "job_class" = $3 AND "concurrency_key" = $4 LIMIT coalesce(l.n, 0))
         UNION ALL
-        (SELECT 'plainjobs_jobprocess' AS t, "id" AS id FROM "public"."plainjobs_jobprocess" WHERE "job_class" = $3 AND "concurrency_key" = $4 LIMIT lim.n)
-    ) u LIMIT lim.n) a WHERE lim.n IS NOT NULL
-), c AS (
-    SELECT count(*) AS n, coalesce(string_agg(t || ':' || id::text, ','), '') AS holders FROM active
+        (SELECT 'plainjobs_jobprocess' AS t, "id" AS id FROM "public"."plainjobs_jobprocess" WHERE "job_class" = $3 AND "concurrency_key" = $4 LIMIT coalesce(l.n, 0))
+    ) u ON true
 ), ins AS (
     INSERT INTO "public"."plainjobs_jobrequest" ("job_class", "concurrency_key", "parameters", "priority", "queue", "retries", "retry_attempt", "start_at", "created_at", "uuid", "source", "trace_id", "span_id")
     SELECT $5, $6, $7::jsonb, $8, $9, $10, $11, $12::timestamptz, now(), gen_random_uuid(), $13, $14, $15
-    FROM lim, c WHERE lim.n IS NULL OR c.n < lim.n
+    FROM c WHERE c.lim IS NULL OR c.n < c.lim
     RETURNING "id" AS r_id, "uuid"::text AS r_uuid
 )
-SELECT lim.n, c.n, c.holders, ins.r_id, ins.r_uuid FROM lim CROSS JOIN c LEFT JOIN ins ON true`
-	// The class-wide form: a keyless job with limit 3 takes the class lock
-	// exclusively and counts the whole class.
-	wantClassWideAdmit = `WITH lim AS (
-    SELECT coalesce(nullif(current_setting($1), '')::integer, $2::integer) AS n
-), active AS (
-    SELECT a.t, a.id FROM lim, LATERAL (SELECT u.t, u.id FROM (
-        (SELECT 'plainjobs_jobrequest' AS t, "id" AS id FROM "public"."plainjobs_jobrequest" WHERE "job_class" = $3 LIMIT lim.n)
+SELECT c.lim, c.n, c.holders, ins.r_id, ins.r_uuid FROM c LEFT JOIN ins ON true`
+	// A keyless job with a limit in code: the class lock exclusive, the
+	// whole class counted.
+	wantClassLock      = `SELECT pg_advisory_xact_lock($1)`
+	wantClassWideAdmit = `WITH c AS (
+    SELECT min(l.n) AS lim, count(u.id) AS n, coalesce(string_agg(u.t || ':' || u.id::text, ','), '') AS holders
+    FROM (SELECT coalesce((SELECT concurrency_limit FROM "public"."concurrency_limits" WHERE group_name = $1), $2::integer) AS n OFFSET 0) l
+    LEFT JOIN LATERAL (
+        (SELECT 'plainjobs_jobrequest' AS t, "id" AS id FROM "public"."plainjobs_jobrequest" WHERE "job_class" = $3 LIMIT coalesce(l.n, 0))
         UNION ALL
-        (SELECT 'plainjobs_jobprocess' AS t, "id" AS id FROM "public"."plainjobs_jobprocess" WHERE "job_class" = $3 LIMIT lim.n)
-    ) u LIMIT lim.n) a WHERE lim.n IS NOT NULL
-), c AS (
-    SELECT count(*) AS n, coalesce(string_agg(t || ':' || id::text, ','), '') AS holders FROM active
+        (SELECT 'plainjobs_jobprocess' AS t, "id" AS id FROM "public"."plainjobs_jobprocess" WHERE "job_class" = $3 LIMIT coalesce(l.n, 0))
+    ) u ON true
 ), ins AS (
     INSERT INTO "public"."plainjobs_jobrequest" ("job_class", "concurrency_key", "parameters", "priority", "queue", "retries", "retry_attempt", "start_at", "created_at", "uuid", "source", "trace_id", "span_id")
     SELECT $4, $5, $6::jsonb, $7, $8, $9, $10, $11::timestamptz, now(), gen_random_uuid(), $12, $13, $14
-    FROM lim, c WHERE lim.n IS NULL OR c.n < lim.n
+    FROM c WHERE c.lim IS NULL OR c.n < c.lim
     RETURNING "id" AS r_id, "uuid"::text AS r_uuid
 )
-SELECT lim.n, c.n, c.holders, ins.r_id, ins.r_uuid FROM lim CROSS JOIN c LEFT JOIN ins ON true`
+SELECT c.lim, c.n, c.holders, ins.r_id, ins.r_uuid FROM c LEFT JOIN ins ON true`
+	// A keyless job without a limit in code: the class's override decides
+	// the lock's mode, so the lock statement reads it and carries it to the
+	// count in a transaction-local setting.
+	wantCarryLock  = `SELECT CASE WHEN s.o <> '' THEN pg_advisory_xact_lock($1)::text ELSE pg_advisory_xact_lock_shared($1)::text END FROM (SELECT set_config($3, coalesce((SELECT concurrency_limit::text FROM "public"."concurrency_limits" WHERE group_name = $2), ''), true) AS o OFFSET 0) s`
+	wantCarryAdmit = `WITH c AS (
+    SELECT min(l.n) AS lim, count(u.id) AS n, coalesce(string_agg(u.t || ':' || u.id::text, ','), '') AS holders
+    FROM (SELECT coalesce(nullif(current_setting($1), '')::integer, $2::integer) AS n OFFSET 0) l
+    LEFT JOIN LATERAL (
+        (SELECT 'plainjobs_jobrequest' AS t, "id" AS id FROM "public"."plainjobs_jobrequest" WHERE "job_class" = $3 LIMIT coalesce(l.n, 0))
+        UNION ALL
+        (SELECT 'plainjobs_jobprocess' AS t, "id" AS id FROM "public"."plainjobs_jobprocess" WHERE "job_class" = $3 LIMIT coalesce(l.n, 0))
+    ) u ON true
+), ins AS (
+    INSERT INTO "public"."plainjobs_jobrequest" ("job_class", "concurrency_key", "parameters", "priority", "queue", "retries", "retry_attempt", "start_at", "created_at", "uuid", "source", "trace_id", "span_id")
+    SELECT $4, $5, $6::jsonb, $7, $8, $9, $10, $11::timestamptz, now(), gen_random_uuid(), $12, $13, $14
+    FROM c WHERE c.lim IS NULL OR c.n < c.lim
+    RETURNING "id" AS r_id, "uuid"::text AS r_uuid
+)
+SELECT c.lim, c.n, c.holders, ins.r_id, ins.r_uuid FROM c LEFT JOIN ins ON true`
 )
 
 // plainJobsCatalog is what the catalog query returns for plain-jobs'
@@ -101,10 +116,10 @@ func TestAdmissionStatementsArePinned(t *testing.T) {
 	// A keyed job, limit 2: admitted.
 	mock.ExpectBegin()
 	mock.ExpectExec(wantGroupLock).
-		WithArgs(int64(-744096600792446844), true, int64(7527929927103732752), "app.jobs.ChargeJob::charge-7", "migrate_unique.override_1").
+		WithArgs(int64(-744096600792446844), int64(7527929927103732752)).
 		WillReturnResult(sqlmock.NewResult(0, 1))
 	mock.ExpectQuery(wantAdmit).
-		WithArgs("migrate_unique.override_1", 2, "app.jobs.ChargeJob", "charge-7",
+		WithArgs("app.jobs.ChargeJob::charge-7", 2, "app.jobs.ChargeJob", "charge-7",
 			"app.jobs.ChargeJob", "charge-7", `{"amount_cents":700}`, 5, "default", 3, 0, nil, "compat", nil, nil).
 		WillReturnRows(sqlmock.NewRows([]string{"n", "active", "holders", "r_id", "r_uuid"}).AddRow(2, 1, "plainjobs_jobprocess:9", 41, "9b2f6c1e-0000-4000-8000-000000000041"))
 	mock.ExpectCommit()
@@ -121,10 +136,10 @@ func TestAdmissionStatementsArePinned(t *testing.T) {
 	// group lock, the class counted; blocked.
 	mock.ExpectBegin()
 	mock.ExpectExec(wantClassLock).
-		WithArgs(true, true, int64(-744096600792446844), "app.jobs.ChargeJob", "migrate_unique.override_0").
+		WithArgs(int64(-744096600792446844)).
 		WillReturnResult(sqlmock.NewResult(0, 1))
 	mock.ExpectQuery(wantClassWideAdmit).
-		WithArgs("migrate_unique.override_0", 3, "app.jobs.ChargeJob",
+		WithArgs("app.jobs.ChargeJob", 3, "app.jobs.ChargeJob",
 			"app.jobs.ChargeJob", "", nil, 0, "default", 0, 0, nil, "compat", nil, nil).
 		WillReturnRows(sqlmock.NewRows([]string{"n", "active", "holders", "r_id", "r_uuid"}).AddRow(3, 3, "plainjobs_jobrequest:41,plainjobs_jobrequest:42,plainjobs_jobprocess:9", nil, nil))
 	mock.ExpectCommit()
@@ -133,6 +148,26 @@ func TestAdmissionStatementsArePinned(t *testing.T) {
 		t.Fatal(err)
 	}
 	if res.Inserted() || res.Skipped.Group != "app.jobs.ChargeJob" || res.Skipped.Limit != 3 || res.Skipped.Active != 3 || len(res.Skipped.Holders) != 3 {
+		t.Fatalf("result %+v", res.Skipped)
+	}
+
+	// A keyless job without a limit: the carried override (here 1) blocks
+	// it. Each table is read up to the limit, so the statement may return
+	// more holders than the limit: the result reports the first ones.
+	mock.ExpectBegin()
+	mock.ExpectExec(wantCarryLock).
+		WithArgs(int64(-744096600792446844), "app.jobs.ChargeJob", "migrate_unique.override_0").
+		WillReturnResult(sqlmock.NewResult(0, 1))
+	mock.ExpectQuery(wantCarryAdmit).
+		WithArgs("migrate_unique.override_0", nil, "app.jobs.ChargeJob",
+			"app.jobs.ChargeJob", "", nil, 0, "default", 0, 0, nil, "compat", nil, nil).
+		WillReturnRows(sqlmock.NewRows([]string{"n", "active", "holders", "r_id", "r_uuid"}).AddRow(1, 2, "plainjobs_jobrequest:41,plainjobs_jobprocess:9", nil, nil))
+	mock.ExpectCommit()
+	res, err = c.Enqueue(t.Context(), Job{Class: "app.jobs.ChargeJob", Value: keyedJob{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Inserted() || res.Skipped.Limit != 1 || res.Skipped.Active != 1 || len(res.Skipped.Holders) != 1 || res.Skipped.Holders[0] != (JobRef{Table: "plainjobs_jobrequest", ID: 41}) {
 		t.Fatalf("result %+v", res.Skipped)
 	}
 	if err := mock.ExpectationsWereMet(); err != nil {
