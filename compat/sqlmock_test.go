@@ -2,6 +2,7 @@ package compat
 
 import (
 	"database/sql/driver"
+	"strings"
 	"testing"
 
 	"github.com/DATA-DOG/go-sqlmock"
@@ -29,43 +30,26 @@ const (
     RETURNING "id" AS r_id, "uuid"::text AS r_uuid
 )
 SELECT c.lim, c.n, c.holders, ins.r_id, ins.r_uuid FROM c LEFT JOIN ins ON true`
-	// A keyless job with a limit in code: the class lock exclusive, the
-	// whole class counted.
-	wantClassLock      = `SELECT pg_advisory_xact_lock($1)`
-	wantClassWideAdmit = `WITH c AS (
-    SELECT min(l.n) AS lim, count(u.id) AS n, coalesce(string_agg(u.t || ':' || u.id::text, ','), '') AS holders
-    FROM (SELECT coalesce((SELECT concurrency_limit FROM "public"."concurrency_limits" WHERE group_name = $1), $2::integer) AS n OFFSET 0) l
-    LEFT JOIN LATERAL (
-        (SELECT 'plainjobs_jobrequest' AS t, "id" AS id FROM "public"."plainjobs_jobrequest" WHERE "job_class" = $3 LIMIT coalesce(l.n, 0))
-        UNION ALL
-        (SELECT 'plainjobs_jobprocess' AS t, "id" AS id FROM "public"."plainjobs_jobprocess" WHERE "job_class" = $3 LIMIT coalesce(l.n, 0))
-    ) u ON true
-), ins AS (
-    INSERT INTO "public"."plainjobs_jobrequest" ("job_class", "concurrency_key", "parameters", "priority", "queue", "retries", "retry_attempt", "start_at", "created_at", "uuid", "source", "trace_id", "span_id")
-    SELECT $4, $5, $6::jsonb, $7, $8, $9, $10, $11::timestamptz, now(), gen_random_uuid(), $12, $13, $14
-    FROM c WHERE c.lim IS NULL OR c.n < c.lim
-    RETURNING "id" AS r_id, "uuid"::text AS r_uuid
-)
-SELECT c.lim, c.n, c.holders, ins.r_id, ins.r_uuid FROM c LEFT JOIN ins ON true`
+	// A keyless job with a limit in code: the class lock exclusive.
+	wantClassLock = `SELECT pg_advisory_xact_lock($1)`
 	// A keyless job without a limit in code: the class's override decides
 	// the lock's mode, so the lock statement reads it and carries it to the
 	// count in a transaction-local setting.
-	wantCarryLock  = `SELECT CASE WHEN s.o <> '' THEN pg_advisory_xact_lock($1)::text ELSE pg_advisory_xact_lock_shared($1)::text END FROM (SELECT set_config($3, coalesce((SELECT concurrency_limit::text FROM "public"."concurrency_limits" WHERE group_name = $2), ''), true) AS o OFFSET 0) s`
-	wantCarryAdmit = `WITH c AS (
-    SELECT min(l.n) AS lim, count(u.id) AS n, coalesce(string_agg(u.t || ':' || u.id::text, ','), '') AS holders
-    FROM (SELECT coalesce(nullif(current_setting($1), '')::integer, $2::integer) AS n OFFSET 0) l
-    LEFT JOIN LATERAL (
-        (SELECT 'plainjobs_jobrequest' AS t, "id" AS id FROM "public"."plainjobs_jobrequest" WHERE "job_class" = $3 LIMIT coalesce(l.n, 0))
-        UNION ALL
-        (SELECT 'plainjobs_jobprocess' AS t, "id" AS id FROM "public"."plainjobs_jobprocess" WHERE "job_class" = $3 LIMIT coalesce(l.n, 0))
-    ) u ON true
-), ins AS (
-    INSERT INTO "public"."plainjobs_jobrequest" ("job_class", "concurrency_key", "parameters", "priority", "queue", "retries", "retry_attempt", "start_at", "created_at", "uuid", "source", "trace_id", "span_id")
-    SELECT $4, $5, $6::jsonb, $7, $8, $9, $10, $11::timestamptz, now(), gen_random_uuid(), $12, $13, $14
-    FROM c WHERE c.lim IS NULL OR c.n < c.lim
-    RETURNING "id" AS r_id, "uuid"::text AS r_uuid
+	wantCarryLock = `SELECT CASE WHEN s.o <> '' THEN pg_advisory_xact_lock($1)::text ELSE pg_advisory_xact_lock_shared($1)::text END FROM (SELECT set_config($3, coalesce((SELECT concurrency_limit::text FROM "public"."concurrency_limits" WHERE group_name = $2), ''), true) AS o OFFSET 0) s`
 )
-SELECT c.lim, c.n, c.holders, ins.r_id, ins.r_uuid FROM c LEFT JOIN ins ON true`
+
+var (
+	// The class-wide count and insert: wantAdmit without the key, which
+	// moves the row's parameters down by one.
+	wantClassWideAdmit = strings.NewReplacer(
+		` AND "concurrency_key" = $4`, "",
+		"SELECT $5, $6, $7::jsonb, $8, $9, $10, $11, $12::timestamptz, now(), gen_random_uuid(), $13, $14, $15",
+		"SELECT $4, $5, $6::jsonb, $7, $8, $9, $10, $11::timestamptz, now(), gen_random_uuid(), $12, $13, $14",
+	).Replace(wantAdmit)
+	// The carried form reads the setting in place of the table.
+	wantCarryAdmit = strings.Replace(wantClassWideAdmit,
+		`(SELECT concurrency_limit FROM "public"."concurrency_limits" WHERE group_name = $1)`,
+		`nullif(current_setting($1), '')::integer`, 1)
 )
 
 // plainJobsCatalog is what the catalog query returns for plain-jobs'
