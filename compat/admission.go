@@ -44,7 +44,7 @@ func overrideSetting(i int) string {
 }
 
 // overrideSettings are the first names of overrideSetting, built once: a
-// single enqueue uses names 0 and 1.
+// single enqueue uses name 0.
 var overrideSettings = func() []string {
 	names := make([]string, 16)
 	for i := range names {
@@ -82,7 +82,7 @@ type lockPlan struct {
 	class, key  string
 	setting     string // the transaction-local setting a carried override goes in
 	hasKeyless  bool   // class plans: a keyless job of the class is in the batch
-	codeLimited bool   // some job of the group has a limit in code
+	codeLimited bool   // class plans: a keyless job of the class has a limit in code
 	sharedClass bool   // group plans: take the class's shared lock first
 }
 
@@ -116,8 +116,7 @@ func planLocks(adms []*admission) []*lockPlan {
 			cp.codeLimited = cp.codeLimited || a.id.Limited
 			continue
 		}
-		gp := get(a.job.Class, a.lockKey)
-		gp.codeLimited = gp.codeLimited || a.id.Limited
+		get(a.job.Class, a.lockKey)
 	}
 	all := make([]*lockPlan, 0, len(byGroup))
 	for _, p := range byGroup {
@@ -148,14 +147,13 @@ func planLocks(adms []*admission) []*lockPlan {
 }
 
 // planOne is planLocks for a single job, without the map and the sort: a
-// keyed job's class plan (index 0) folds into its group's plan (index 1),
-// which takes the class's shared lock first; a keyless job has the class
-// plan alone.
+// keyed job's class plan folds into its group's plan, which takes the
+// class's shared lock first; a keyless job has the class plan alone.
 func planOne(a *admission) []*lockPlan {
 	if a.lockKey == "" {
 		a.plan = &lockPlan{class: a.job.Class, setting: overrideSetting(0), hasKeyless: true, codeLimited: a.id.Limited}
 	} else {
-		a.plan = &lockPlan{class: a.job.Class, key: a.lockKey, setting: overrideSetting(1), codeLimited: a.id.Limited, sharedClass: true}
+		a.plan = &lockPlan{class: a.job.Class, key: a.lockKey, sharedClass: true}
 	}
 	return []*lockPlan{a.plan}
 }
@@ -214,15 +212,20 @@ func (s *schema) admitQuery(adm *admission, out *admitResult) query {
 	if adm.id.Limited {
 		codeLimit = adm.id.Limit
 	}
-	args := make([]any, 0, 24) // 5 for the check, at most 14 for the row
 	shape := "admit/class"
+	var keys [2]any // the key's parameters: none, the key, or the prefix's bounds
+	nkeys := 0
 	switch {
 	case adm.lockKey == "":
 	case adm.id.NoOverlap:
-		shape = "admit/prefix"
+		p := adm.id.Prefix
+		shape, nkeys = "admit/prefix", 2
+		keys[0], keys[1] = p, p[:len(p)-1]+string([]byte{p[len(p)-1] + 1}) // validate keeps the last byte below 0xff
 	default:
-		shape = "admit/keyed"
+		shape, nkeys = "admit/keyed", 1
+		keys[0] = adm.id.Key
 	}
+	args := make([]any, 0, 24) // 5 for the check, at most 14 for the row
 	switch {
 	case adm.plan.carries(s):
 		shape += "/carried"
@@ -232,14 +235,7 @@ func (s *schema) admitQuery(adm *admission, out *admitResult) query {
 		args = append(args, layout.GroupName(adm.job.Class, adm.lockKey))
 	}
 	args = append(args, codeLimit, adm.job.Class)
-	switch {
-	case adm.lockKey == "":
-	case adm.id.NoOverlap:
-		p := adm.id.Prefix
-		args = append(args, p, p[:len(p)-1]+string([]byte{p[len(p)-1] + 1})) // validate keeps the last byte below 0xff
-	default:
-		args = append(args, adm.id.Key)
-	}
+	args = append(args, keys[:nkeys]...)
 	args = s.rowArgs(s.requests, adm, "", args)
 	return query{sql: s.text(shape, func() string { return s.admitText(shape) }), args: args, scan: func(r Row) error {
 		return r.Scan(&out.limit, &out.active, &out.holders, &out.id, &out.uuid)
