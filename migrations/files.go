@@ -1,6 +1,7 @@
 package migrations
 
 import (
+	"context"
 	"embed"
 	"fmt"
 	"regexp"
@@ -42,12 +43,31 @@ const nothingToDo = "-- Nothing to do in this direction.\n"
 // For plain-jobs' layout the down files rebuild its unique rule
 // CONCURRENTLY. For any other layout the rule is only known from the
 // database, so its down file rebuilds the saved rule inside a transaction:
-// on a busy queue, roll back with Down instead.
+// use FilesFor, which reads the rules from the database and rebuilds them
+// CONCURRENTLY, or roll back with Down.
 func Files(l layout.Layout) (map[string]string, error) {
 	l = l.WithDefaults()
 	if err := l.Validate(); err != nil {
 		return nil, err
 	}
+	var rules []rebuildRule
+	if isPlainJobs(l) {
+		rules = []rebuildRule{{comment: "plain-jobs' unique rule", definition: plainJobsRebuild}}
+	}
+	return files(l, rules)
+}
+
+// rebuildRule is a unique rule a down file rebuilds CONCURRENTLY.
+type rebuildRule struct {
+	index      string // the index's name, for the file's title ("" for the only one)
+	comment    string // what the rule is, for the file's first line
+	definition string // CREATE UNIQUE INDEX CONCURRENTLY ...
+}
+
+// files renders l's migration; rules are the unique rules down rebuilds,
+// one file each, or nil when they are only known at run time (one file
+// rebuilds what the cutover saved, inside a transaction).
+func files(l layout.Layout, rules []rebuildRule) (map[string]string, error) {
 	d := newTmplData(l, DefaultLockTimeout)
 	files := map[string]string{}
 	n := 0
@@ -78,15 +98,21 @@ func Files(l layout.Layout) (map[string]string, error) {
 		add("create_"+ci.name, create, r("drop_index.sql.tmpl", dd))
 	}
 	add("cutover", r("cutover.up.sql.tmpl", d), r("cutover.down.sql.tmpl", d))
-	var rebuild string
-	if isPlainJobs(l) {
-		dd := d
-		dd.Definition = plainJobsRebuild
-		rebuild = "-- plain-jobs' unique rule, rebuilt online before the cutover back attaches it.\n" + r("rebuild.down.sql.tmpl", dd)
-	} else {
-		rebuild = r("rebuild_saved.down.sql.tmpl", d)
+	switch {
+	case rules == nil:
+		add("unique_rule", nothingToDo, r("rebuild_saved.down.sql.tmpl", d))
+	case len(rules) == 0:
+		add("unique_rule", nothingToDo, "-- No unique rule covered the key when these files were written: nothing to rebuild.\n")
 	}
-	add("unique_rule", nothingToDo, rebuild)
+	for _, rule := range rules {
+		dd := d
+		dd.Definition = rule.definition
+		title := "unique_rule"
+		if len(rules) > 1 {
+			title += "_" + rule.index
+		}
+		add(title, nothingToDo, "-- "+rule.comment+", rebuilt online before the cutover back attaches it.\n"+r("rebuild.down.sql.tmpl", dd))
+	}
 	add("runtime_tables", r("runtime.up.sql.tmpl", d), r("runtime.down.sql.tmpl", d))
 	if d.SkipTable != "" {
 		add("skip_column", r("skip_column.up.sql.tmpl", d), "-- The skip-metadata column is dropped with the runtime tables, unless it holds skip records.\n")
@@ -98,6 +124,135 @@ func Files(l layout.Layout) (map[string]string, error) {
 		return nil, err
 	}
 	return files, nil
+}
+
+// FilesFor is Files for the layout as it stands in the database at
+// databaseURL, which it only reads: the down files rebuild every unique
+// rule that covers the key CONCURRENTLY, one file each, for any layout.
+// After the cutover the rules are the ones it saved; before it, the ones the
+// catalog shows, rendered as the cutover will save them (with the key column
+// renamed). The files hold that snapshot: if a unique rule on the key is
+// added or dropped before up runs, write them again (the cutover back
+// refuses to finish while a saved rule is not rebuilt).
+func FilesFor(ctx context.Context, databaseURL string, l layout.Layout) (map[string]string, error) {
+	l = l.WithDefaults()
+	if err := l.Validate(); err != nil {
+		return nil, err
+	}
+	r, err := newRunner(ctx, databaseURL, l, Options{})
+	if err != nil {
+		return nil, err
+	}
+	defer r.close()
+	in, _, err := r.preflight(ctx, "sql")
+	if err != nil {
+		return nil, err
+	}
+	rules := []rebuildRule{}
+	if in.version != nil && len(in.version.saved) > 0 {
+		for _, s := range in.version.saved {
+			def, ok := strings.CutPrefix(s.Rebuild, "CREATE UNIQUE INDEX ")
+			if !ok {
+				return nil, fmt.Errorf("the saved definition of %s is not a unique index (%q); restore it by hand from %s", s.Index, s.Rebuild, newTmplData(l, 0).VersionTable)
+			}
+			rules = append(rules, rebuildRule{index: s.Index, comment: "The unique rule " + s.Index + " the cutover saved",
+				definition: "CREATE UNIQUE INDEX CONCURRENTLY " + def})
+		}
+	} else {
+		for _, t := range in.tables {
+			for _, ix := range in.indexes[t.name] {
+				if !ix.unique || ix.primary || !ix.coversKey() {
+					continue
+				}
+				def, err := renameKeyInIndexDef(ix.definition)
+				if err != nil {
+					return nil, fmt.Errorf("unique rule %s on %s: %w", layout.Ident(ix.name), l.Table(t.name), err)
+				}
+				rules = append(rules, rebuildRule{index: ix.name, comment: "The unique rule " + ix.name + " as the cutover will save it",
+					definition: "CREATE UNIQUE INDEX CONCURRENTLY " + def})
+			}
+		}
+	}
+	return files(l, rules)
+}
+
+// renameKeyInIndexDef turns a unique index's pg_get_indexdef, read before
+// the cutover, into the part after "CREATE UNIQUE INDEX " of what the
+// cutover saves after renaming the key column: every reference to
+// unique_key in the key columns, INCLUDE list and predicate becomes
+// concurrency_key. The name, table and tablespace are left alone, and so
+// are string literals and quoted names of anything else.
+func renameKeyInIndexDef(def string) (string, error) {
+	rest, ok := strings.CutPrefix(def, "CREATE UNIQUE INDEX ")
+	if !ok {
+		return "", fmt.Errorf("not a unique index: %q", def)
+	}
+	// The header (name ON [ONLY] table) ends at the first USING outside
+	// double quotes; only the part after it names columns.
+	using := -1
+	for i, quoted := 0, false; i < len(rest); i++ {
+		if rest[i] == '"' {
+			quoted = !quoted
+		} else if !quoted && strings.HasPrefix(rest[i:], " USING ") {
+			using = i
+			break
+		}
+	}
+	if using < 0 {
+		return "", fmt.Errorf("no USING clause in %q", def)
+	}
+	var b strings.Builder
+	b.WriteString(rest[:using])
+	tail := rest[using:]
+	prevWord := ""
+	for i := 0; i < len(tail); {
+		c := tail[i]
+		switch {
+		case c == '\'':
+			j := i + 1
+			for j < len(tail) && (tail[j] != '\'' || (j+1 < len(tail) && tail[j+1] == '\'')) {
+				if tail[j] == '\'' {
+					j++
+				}
+				j++
+			}
+			b.WriteString(tail[i:min(j+1, len(tail))])
+			i = j + 1
+			continue
+		case c == '"' || c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z':
+			j, name := i, ""
+			if c == '"' {
+				j++
+				for j < len(tail) && (tail[j] != '"' || (j+1 < len(tail) && tail[j+1] == '"')) {
+					if tail[j] == '"' {
+						j++
+					}
+					j++
+				}
+				j++
+				name = strings.ReplaceAll(tail[i+1:min(j-1, len(tail))], `""`, `"`)
+			} else {
+				for j < len(tail) && (tail[j] == '_' || tail[j] == '$' || tail[j] >= 'a' && tail[j] <= 'z' || tail[j] >= 'A' && tail[j] <= 'Z' || tail[j] >= '0' && tail[j] <= '9') {
+					j++
+				}
+				name = tail[i:j]
+			}
+			j = min(j, len(tail))
+			qualified := i > 0 && tail[i-1] == '.' || j < len(tail) && tail[j] == '.'
+			isType := i >= 2 && tail[i-2:i] == "::"
+			if name == layout.LegacyKeyColumn && !qualified && !isType && prevWord != "TABLESPACE" {
+				b.WriteString(layout.KeyColumn)
+			} else {
+				b.WriteString(tail[i:j])
+			}
+			prevWord = tail[i:j]
+			i = j
+			continue
+		}
+		b.WriteByte(c)
+		i++
+	}
+	return b.String(), nil
 }
 
 var unsafeTitle = regexp.MustCompile(`[^a-z0-9_]+`)

@@ -227,6 +227,9 @@ func (r *runner) preflight(ctx context.Context, direction string) (*inspection, 
 		}
 	}
 	for _, s := range in.sessions {
+		if direction == "sql" {
+			break // writing files takes no lock
+		}
 		switch {
 		case s.state == "idle in transaction" && s.idleAge > r.opts.LongTransaction:
 			fatal("session pid %d is idle in a transaction for %s holding %s on %s; it would stall the index builds and the cutover: end it (SELECT pg_terminate_backend(%d)) or wait", s.pid, s.idleAge.Round(time.Second), s.mode, l.Table(s.table), s.pid)

@@ -222,18 +222,23 @@ func runStatus(ctx context.Context, e *env, args []string) error {
 	return nil
 }
 
-const sqlUsage = `sql [layout flags] [--dir DIR]
+const sqlUsage = `sql [layout flags] [--dir DIR] [--database URL]
 
 Writes the migration for the layout as golang-migrate files into DIR, one
 statement per file wherever CONCURRENTLY is involved, for teams that apply
 migrations with their own tool (give golang-migrate its own version table
-with x-migrations-table). Refuses a DIR that holds other .sql files. Needs
-no database.`
+with x-migrations-table). Refuses a DIR that holds other .sql files.
+
+Needs no database. With --database it reads (only reads) the layout's
+unique rules there, so that the down files rebuild each of them
+CONCURRENTLY, for any layout; without it that holds for plain-jobs' layout
+only, and other layouts' down rebuilds the rules inside a transaction.`
 
 func runSQL(ctx context.Context, e *env, args []string) error {
 	fs := newFlagSet(e, "sql", sqlUsage)
 	lf := layout.RegisterFlags(fs)
 	dir := fs.String("dir", "migrate-unique-sql", "directory to write the files into (created if missing; files of the same name are replaced, any other .sql file is refused)")
+	database := fs.String("database", "", "PostgreSQL URL to read the layout's unique rules from, so that the down files rebuild them CONCURRENTLY (optional; $"+pgurl.EnvVar+" is not read here); the password is never printed")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -244,7 +249,12 @@ func runSQL(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return &exitError{code: 2, err: err}
 	}
-	files, err := migrations.Files(l)
+	var files map[string]string
+	if *database != "" {
+		files, err = migrations.FilesFor(ctx, *database, l)
+	} else {
+		files, err = migrations.Files(l)
+	}
 	if err != nil {
 		return err
 	}

@@ -191,6 +191,59 @@ func TestSQLWritesTheGolangMigrateFiles(t *testing.T) {
 	}
 }
 
+// With --database, sql reads the layout's unique rules (a quoted schema and
+// a named constraint here) and writes a down file that rebuilds each one
+// CONCURRENTLY; a bad URL or a missing table is a clear error, names no
+// password and writes nothing.
+func TestSQLWithTheDatabaseRebuildsEveryRuleConcurrently(t *testing.T) {
+	s := legacy.TeamQueue
+	db := withPassword(t, testdb.New(t, testdb.FromTemplate(s.Key(200), func(ctx context.Context, url string) error {
+		return s.LoadURL(ctx, url, 200)
+	})))
+	flags := []string{"--schema", s.Layout.Schema, "--class-column", s.Layout.ClassColumn,
+		"--requests-table", s.Layout.RequestsTable, "--processes-table", s.Layout.ProcessesTable}
+	if s.Layout.ResultsTable != "" {
+		flags = append(flags, "--results-table", s.Layout.ResultsTable)
+	}
+	dir := t.TempDir()
+	code, out, errOut := runCLI(t, append([]string{"sql", "--dir", dir, "--database", db}, flags...)...)
+	if code != 0 {
+		t.Fatalf("sql --database: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	got, err := os.ReadFile(filepath.Join(dir, "000007_unique_rule.down.sql"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `CREATE UNIQUE INDEX CONCURRENTLY "JobRequests_Kind_UniqueKey_uniq" ON "Billing Queue"."JobRequests" USING btree (kind, concurrency_key);`; !strings.Contains(string(got), want) {
+		t.Fatalf("000007_unique_rule.down.sql:\n%s\nwant it to hold\n%s", got, want)
+	}
+	closed, err := url.Parse(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed.Host = "127.0.0.1:1" // nothing listens there
+	q := closed.Query()
+	q.Del("host")
+	closed.RawQuery = q.Encode()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{append([]string{"--database", "postgres://postgres:Sup3rS3cretPw@127.0.0.1:x/db"}, flags...), "parse the database URL"},
+		{append([]string{"--database", closed.String()}, flags...), "connect to"},
+		{[]string{"--database", db, "--requests-table", "no_such_table"}, "no_such_table"},
+	} {
+		empty := t.TempDir()
+		code, out, errOut := runCLI(t, append([]string{"sql", "--dir", empty}, c.args...)...)
+		if code == 0 || !strings.Contains(errOut, c.want) || strings.Contains(out+errOut, "Sup3rS3cretPw") {
+			t.Errorf("sql %v: exit %d, stderr %q; want a failure naming %q and no password", c.args, code, errOut, c.want)
+		}
+		if written, _ := filepath.Glob(filepath.Join(empty, "*.sql")); len(written) > 0 {
+			t.Errorf("sql %v failed but wrote %v", c.args, written)
+		}
+	}
+}
+
 // The migration benchmark runs end to end on a small table; its figures are
 // printed, never asserted.
 func TestBenchMigrationRunsBothMigrations(t *testing.T) {
