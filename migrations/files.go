@@ -5,6 +5,7 @@ import (
 	"embed"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/golang-migrate/migrate/v4/source"
@@ -173,6 +174,8 @@ func FilesFor(ctx context.Context, databaseURL string, l layout.Layout) (map[str
 			}
 		}
 	}
+	// One order before and after the cutover, whatever the catalog's.
+	slices.SortFunc(rules, func(a, b rebuildRule) int { return strings.Compare(a.index, b.index) })
 	return files(l, rules)
 }
 

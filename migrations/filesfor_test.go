@@ -117,6 +117,57 @@ func TestFilesApplyWithGolangMigrateForEveryLayout(t *testing.T) {
 	}
 }
 
+// Two unique rules on the key (one with a predicate that names the key):
+// two down files, one per rule, the same before and after the migration,
+// and golang-migrate's round trip restores both.
+func TestFilesForRebuildsEachRuleInItsOwnFile(t *testing.T) {
+	ctx := context.Background()
+	s := legacy.TeamQueue
+	dbURL := legacyDB(t, s)
+	l := s.Layout.WithDefaults()
+	if _, err := testdb.Connect(t, dbURL).Exec(ctx, "CREATE UNIQUE INDEX a_second_rule ON "+l.Table(l.ProcessesTable)+
+		" (unique_key) WHERE unique_key <> 'unique_key'"); err != nil {
+		t.Fatal(err)
+	}
+	before := takeSnapshot(t, dbURL, s.Layout)
+	files, err := migrations.FilesFor(ctx, dbURL, s.Layout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rules []string
+	for name := range files {
+		if strings.Contains(name, "_unique_rule_") && strings.HasSuffix(name, ".down.sql") {
+			rules = append(rules, name)
+		}
+	}
+	if len(rules) != 2 {
+		t.Fatalf("rebuild files %v, want one per rule (2)", rules)
+	}
+	m := golangMigrate(t, dbURL, files)
+	if err := m.Up(); err != nil {
+		t.Fatalf("golang-migrate up: %v", err)
+	}
+	after, err := migrations.FilesFor(ctx, dbURL, s.Layout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range rules {
+		if stripComments(after[name]) != stripComments(files[name]) {
+			t.Errorf("%s written before the migration:\n%s\nafter it:\n%s", name, files[name], after[name])
+		}
+	}
+	if err := m.Down(); err != nil {
+		t.Fatalf("golang-migrate down: %v", err)
+	}
+	m.Close()
+	if _, err := testdb.Connect(t, dbURL).Exec(ctx, "DROP TABLE migrate_unique_golang_migrate"); err != nil {
+		t.Fatal(err)
+	}
+	if d := before.diff(takeSnapshot(t, dbURL, s.Layout)); d != "" {
+		t.Fatalf("golang-migrate up then down did not restore the database:\n%s", d)
+	}
+}
+
 // Files written before a unique rule on the key was added: the cutover
 // saves the new rule too, and the cutover back refuses to finish without
 // it, naming it, rather than lose it; the layout stays migrated.
