@@ -8,6 +8,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -55,19 +57,32 @@ func (s *Server) DropDatabase(ctx context.Context, name string) error {
 // EnsureTemplate returns the name of a template database built once by setup
 // and reused by every later call with the same key, in this process or any
 // other (the name is derived from the key, so change the key when setup
-// changes). Concurrent callers wait for the first one to finish.
+// changes). Concurrent callers wait for the first one to finish. Each call
+// records the template's use in its comment, and the first call of a
+// process drops the templates nobody has used for TemplateMaxAge.
 func (s *Server) EnsureTemplate(ctx context.Context, key string, setup func(ctx context.Context, url string) error) (string, error) {
 	sum := sha256.Sum256([]byte(key))
 	name := "mu_tmpl_" + hex.EncodeToString(sum[:10])
+	s.pruneOnce.Do(func() {
+		if dropped, err := s.PruneTemplates(ctx, TemplateMaxAge); err != nil {
+			fmt.Fprintf(os.Stderr, "testdb: pruning unused template databases: %v\n", err)
+		} else if len(dropped) > 0 {
+			fmt.Fprintf(os.Stderr, "testdb: dropped template databases unused for %s: %s\n", TemplateMaxAge, strings.Join(dropped, ", "))
+		}
+	})
 	err := s.admin(ctx, func(conn *pgx.Conn) error {
-		lockID := int64(binary.BigEndian.Uint64(sum[10:18]))
-		if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", lockID); err != nil {
+		if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", templateLock(name)); err != nil {
 			return err
 		}
-		defer conn.Exec(context.Background(), "SELECT pg_advisory_unlock($1)", lockID) //nolint:errcheck
+		defer conn.Exec(context.Background(), "SELECT pg_advisory_unlock($1)", templateLock(name)) //nolint:errcheck
 		var ready bool
-		err := conn.QueryRow(ctx, "SELECT datistemplate FROM pg_database WHERE datname = $1", name).Scan(&ready)
+		var comment *string
+		err := conn.QueryRow(ctx, "SELECT datistemplate, shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = $1", name).Scan(&ready, &comment)
 		if err == nil && ready {
+			// Under the lock, so a prune in another process sees it.
+			if used, ok := templateLastUsed(comment); !ok || time.Since(used) > time.Hour {
+				return markUsed(ctx, conn, name)
+			}
 			return nil
 		}
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
@@ -88,13 +103,100 @@ func (s *Server) EnsureTemplate(ctx context.Context, key string, setup func(ctx 
 		if _, err := conn.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()", name); err != nil {
 			return err
 		}
-		_, err = conn.Exec(ctx, "ALTER DATABASE "+layout.Ident(name)+" WITH IS_TEMPLATE true ALLOW_CONNECTIONS false")
-		return err
+		if _, err = conn.Exec(ctx, "ALTER DATABASE "+layout.Ident(name)+" WITH IS_TEMPLATE true ALLOW_CONNECTIONS false"); err != nil {
+			return err
+		}
+		return markUsed(ctx, conn, name)
 	})
 	if err != nil {
 		return "", fmt.Errorf("template database %s: %w", name, err)
 	}
 	return name, nil
+}
+
+// TemplateMaxAge is how long a template database may go unused before the
+// first EnsureTemplate of a test process drops it: templates are kept
+// between runs on purpose, but one whose setup changed (a new key) is never
+// used again.
+const TemplateMaxAge = 7 * 24 * time.Hour
+
+// templatePrefix starts the comment that records a template's last use.
+const templatePrefix = "migrate-unique test template; last used "
+
+// templateLock is the advisory lock that serializes building, using and
+// dropping the template called name, across processes.
+func templateLock(name string) int64 {
+	sum := sha256.Sum256([]byte("migrate-unique template " + name))
+	return int64(binary.BigEndian.Uint64(sum[:8]))
+}
+
+func markUsed(ctx context.Context, conn *pgx.Conn, name string) error {
+	_, err := conn.Exec(ctx, "COMMENT ON DATABASE "+layout.Ident(name)+" IS "+layout.Literal(templatePrefix+time.Now().UTC().Format(time.RFC3339)))
+	return err
+}
+
+// templateLastUsed reads a template's comment; false when it has none of
+// ours (a template made before uses were recorded).
+func templateLastUsed(comment *string) (time.Time, bool) {
+	if comment == nil {
+		return time.Time{}, false
+	}
+	at, ok := strings.CutPrefix(*comment, templatePrefix)
+	if !ok {
+		return time.Time{}, false
+	}
+	t, err := time.Parse(time.RFC3339, at)
+	return t, err == nil
+}
+
+// PruneTemplates drops the template databases (mu_tmpl_*) not used for
+// maxAge, or never marked as used, and returns their names. A template that
+// another process is building or using right now (it holds the template's
+// lock) is left alone, and one whose use was recorded meanwhile is kept.
+func (s *Server) PruneTemplates(ctx context.Context, maxAge time.Duration) ([]string, error) {
+	var dropped []string
+	err := s.admin(ctx, func(conn *pgx.Conn) error {
+		rows, err := conn.Query(ctx, `SELECT datname FROM pg_database WHERE datname LIKE 'mu\_tmpl\_%' AND datistemplate ORDER BY datname`)
+		if err != nil {
+			return err
+		}
+		names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return err
+		}
+		for _, name := range names {
+			var locked bool
+			if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", templateLock(name)).Scan(&locked); err != nil {
+				return err
+			}
+			if !locked {
+				continue
+			}
+			err := func() error {
+				defer conn.Exec(context.Background(), "SELECT pg_advisory_unlock($1)", templateLock(name)) //nolint:errcheck
+				var comment *string
+				if err := conn.QueryRow(ctx, "SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = $1", name).Scan(&comment); err != nil {
+					return err
+				}
+				if used, ok := templateLastUsed(comment); ok && time.Since(used) <= maxAge {
+					return nil
+				}
+				if _, err := conn.Exec(ctx, "ALTER DATABASE "+layout.Ident(name)+" WITH IS_TEMPLATE false"); err != nil {
+					return err
+				}
+				if _, err := conn.Exec(ctx, dropDatabase(name)); err != nil {
+					return err
+				}
+				dropped = append(dropped, name)
+				return nil
+			}()
+			if err != nil {
+				return fmt.Errorf("drop template %s: %w", name, err)
+			}
+		}
+		return nil
+	})
+	return dropped, err
 }
 
 func (s *Server) admin(ctx context.Context, f func(*pgx.Conn) error) error {

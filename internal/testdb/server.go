@@ -24,6 +24,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -65,6 +66,8 @@ type Server struct {
 	pgCtl  string
 	runAs  *syscall.Credential
 	logger func(format string, args ...any)
+
+	pruneOnce sync.Once // PruneTemplates, once per process
 }
 
 // Finder looks for a server. The zero value uses the environment and the
