@@ -10,15 +10,17 @@ import (
 	"testing/fstest"
 
 	"github.com/golang-migrate/migrate/v4"
+	"github.com/golang-migrate/migrate/v4/source"
 	"github.com/golang-migrate/migrate/v4/source/iofs"
 
+	"github.com/migrate-unique/migrate-unique/internal/layout"
 	"github.com/migrate-unique/migrate-unique/internal/testdb"
 	"github.com/migrate-unique/migrate-unique/migrations"
 	"github.com/migrate-unique/migrate-unique/testdata/legacy"
 )
 
 // golangMigrate returns a golang-migrate instance that applies files to the
-// database at dbURL, with its own version table.
+// database at dbURL.
 func golangMigrate(t *testing.T, dbURL string, files map[string]string) *migrate.Migrate {
 	t.Helper()
 	mfs := fstest.MapFS{}
@@ -29,6 +31,14 @@ func golangMigrate(t *testing.T, dbURL string, files map[string]string) *migrate
 	if err != nil {
 		t.Fatal(err)
 	}
+	return golangMigrateSource(t, dbURL, src)
+}
+
+// golangMigrateSource returns a golang-migrate instance that applies src to
+// the database at dbURL through the pgx v5 driver, with its own version
+// table (migrate_unique_golang_migrate).
+func golangMigrateSource(t *testing.T, dbURL string, src source.Driver) *migrate.Migrate {
+	t.Helper()
 	u, err := url.Parse(dbURL)
 	if err != nil {
 		t.Fatal(err)
@@ -43,6 +53,23 @@ func golangMigrate(t *testing.T, dbURL string, files map[string]string) *migrate
 	}
 	t.Cleanup(func() { m.Close() })
 	return m
+}
+
+// downRestores runs golang-migrate's down, drops its version table (the
+// only thing it leaves behind) and checks that the database is exactly as
+// before.
+func downRestores(t *testing.T, m *migrate.Migrate, dbURL string, l layout.Layout, before snapshot) {
+	t.Helper()
+	if err := m.Down(); err != nil && !errors.Is(err, migrate.ErrNoChange) {
+		t.Fatalf("golang-migrate down: %v", err)
+	}
+	m.Close()
+	if _, err := testdb.Connect(t, dbURL).Exec(context.Background(), "DROP TABLE migrate_unique_golang_migrate"); err != nil {
+		t.Fatal(err)
+	}
+	if d := before.diff(takeSnapshot(t, dbURL, l)); d != "" {
+		t.Fatalf("golang-migrate up then down did not restore the database:\n%s", d)
+	}
 }
 
 // Every layout's files, written with or without the database, apply with
@@ -102,16 +129,7 @@ func TestFilesApplyWithGolangMigrateForEveryLayout(t *testing.T) {
 						}
 					}
 				}
-				if err := m.Down(); err != nil && !errors.Is(err, migrate.ErrNoChange) {
-					t.Fatalf("golang-migrate down: %v", err)
-				}
-				m.Close()
-				if _, err := testdb.Connect(t, dbURL).Exec(ctx, "DROP TABLE migrate_unique_golang_migrate"); err != nil {
-					t.Fatal(err)
-				}
-				if d := before.diff(takeSnapshot(t, dbURL, s.Layout)); d != "" {
-					t.Fatalf("golang-migrate up then down did not restore the database:\n%s", d)
-				}
+				downRestores(t, m, dbURL, s.Layout, before)
 			})
 		}
 	}
@@ -156,16 +174,7 @@ func TestFilesForRebuildsEachRuleInItsOwnFile(t *testing.T) {
 			t.Errorf("%s written before the migration:\n%s\nafter it:\n%s", name, files[name], after[name])
 		}
 	}
-	if err := m.Down(); err != nil {
-		t.Fatalf("golang-migrate down: %v", err)
-	}
-	m.Close()
-	if _, err := testdb.Connect(t, dbURL).Exec(ctx, "DROP TABLE migrate_unique_golang_migrate"); err != nil {
-		t.Fatal(err)
-	}
-	if d := before.diff(takeSnapshot(t, dbURL, s.Layout)); d != "" {
-		t.Fatalf("golang-migrate up then down did not restore the database:\n%s", d)
-	}
+	downRestores(t, m, dbURL, s.Layout, before)
 }
 
 // Files written before a unique rule on the key was added: the cutover

@@ -2,15 +2,11 @@ package migrations_test
 
 import (
 	"context"
-	"errors"
-	"net/url"
 	"strings"
 	"testing"
 
-	"github.com/golang-migrate/migrate/v4"
 	_ "github.com/golang-migrate/migrate/v4/database/pgx/v5"
 
-	"github.com/migrate-unique/migrate-unique/internal/testdb"
 	"github.com/migrate-unique/migrate-unique/migrations"
 	"github.com/migrate-unique/migrate-unique/testdata/legacy"
 )
@@ -25,19 +21,7 @@ func TestPlainJobsFilesApplyWithGolangMigrate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	u, err := url.Parse(dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.Scheme = "pgx5"
-	q := u.Query()
-	q.Set("x-migrations-table", "migrate_unique_golang_migrate")
-	u.RawQuery = q.Encode()
-	m, err := migrate.NewWithSourceInstance("iofs", src, u.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	m := golangMigrateSource(t, dbURL, src)
 	if err := m.Up(); err != nil {
 		t.Fatalf("golang-migrate up: %v", err)
 	}
@@ -51,16 +35,5 @@ func TestPlainJobsFilesApplyWithGolangMigrate(t *testing.T) {
 	if got := "CREATE UNIQUE INDEX CONCURRENTLY " + strings.TrimPrefix(st.Saved[0].Rebuild, "CREATE UNIQUE INDEX "); got != migrations.PlainJobsRebuildForTest {
 		t.Fatalf("the files rebuild\n  %s\nbut the cutover saved\n  %s", migrations.PlainJobsRebuildForTest, got)
 	}
-	if err := m.Down(); err != nil && !errors.Is(err, migrate.ErrNoChange) {
-		t.Fatalf("golang-migrate down: %v", err)
-	}
-	// golang-migrate's own version table is the only thing left behind.
-	m.Close()
-	if _, err := testdb.Connect(t, dbURL).Exec(context.Background(), "DROP TABLE migrate_unique_golang_migrate"); err != nil {
-		t.Fatal(err)
-	}
-	after := takeSnapshot(t, dbURL, legacy.PlainJobs.Layout)
-	if d := before.diff(after); d != "" {
-		t.Fatalf("golang-migrate up then down did not restore the database:\n%s", d)
-	}
+	downRestores(t, m, dbURL, legacy.PlainJobs.Layout, before)
 }
