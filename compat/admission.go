@@ -17,19 +17,19 @@ import (
 //  1. Lock statements, one per class then one per keyed group, in the global
 //     order (class, key) with the class first, so two transactions never
 //     wait on each other in a cycle. A keyed group's statement takes the
-//     class's shared lock and then the group's lock, always. A class
-//     statement takes the class-wide lock exclusively when a keyless job of
-//     the class is limited in code, and shared when no keyless job is in the
-//     batch. Otherwise the mode depends on the class's override: the
-//     statement reads it, takes the lock exclusively if there is one, and
-//     keeps it in a transaction-local setting ("carries" it), so the count
-//     below uses exactly the limit the lock was chosen for.
+//     class's shared lock (unless the class has a statement of its own),
+//     then the group's lock. A class statement takes the class-wide lock
+//     exclusively when a keyless job of the class is limited, and shared
+//     otherwise. When no job of the group has a limit in code, only the
+//     group's override can limit it: the statement reads the override,
+//     takes the exclusive lock only if there is one, and keeps it in a
+//     transaction-local setting ("carries" it), so the count below uses
+//     exactly the limit the lock was chosen for. A group limited in code is
+//     locked whatever its override, and its count reads the override itself.
 //  2. One count-and-insert statement per job. It starts after the locks are
 //     held, so under READ COMMITTED its snapshot sees every job admitted
-//     before it, and every override set before it: a group whose lock is
-//     exclusive whatever its override reads the override here, once; a
-//     carried one reads the setting. The count stops at the limit (LIMIT),
-//     so a check reads at most limit index entries per table.
+//     before it, and every override set before it. The count stops at the
+//     limit (LIMIT), so a check reads at most limit index entries per table.
 //
 // With pgx the statements are pipelined in one batch: one round trip, and,
 // outside a caller's transaction, one implicit transaction.
@@ -82,15 +82,16 @@ type lockPlan struct {
 	class, key  string
 	setting     string // the transaction-local setting a carried override goes in
 	hasKeyless  bool   // class plans: a keyless job of the class is in the batch
-	codeLimited bool   // class plans: a keyless job of the class has a limit in code
+	codeLimited bool   // some job of the group (class plans: a keyless one) has a limit in code
 	sharedClass bool   // group plans: take the class's shared lock first
 }
 
 // carries reports whether p's lock mode depends on the group's override,
-// which p's statement then reads and carries to the counts: a class lock
-// for keyless jobs without a limit in code, where an override can exist.
+// which p's statement then reads and carries to the counts: a group with
+// keyless jobs (class plans) or keyed ones (group plans) of which none has a
+// limit in code, where an override can exist.
 func (p *lockPlan) carries(s *schema) bool {
-	return p.key == "" && p.hasKeyless && !p.codeLimited && s.hasLimits
+	return (p.key != "" || p.hasKeyless) && !p.codeLimited && s.hasLimits
 }
 
 // planLocks orders the batch's groups and gives each admission its group's
@@ -116,7 +117,8 @@ func planLocks(adms []*admission) []*lockPlan {
 			cp.codeLimited = cp.codeLimited || a.id.Limited
 			continue
 		}
-		get(a.job.Class, a.lockKey)
+		gp := get(a.job.Class, a.lockKey)
+		gp.codeLimited = gp.codeLimited || a.id.Limited
 	}
 	all := make([]*lockPlan, 0, len(byGroup))
 	for _, p := range byGroup {
@@ -153,7 +155,7 @@ func planOne(a *admission) []*lockPlan {
 	if a.lockKey == "" {
 		a.plan = &lockPlan{class: a.job.Class, setting: overrideSetting(0), hasKeyless: true, codeLimited: a.id.Limited}
 	} else {
-		a.plan = &lockPlan{class: a.job.Class, key: a.lockKey, sharedClass: true}
+		a.plan = &lockPlan{class: a.job.Class, key: a.lockKey, setting: overrideSetting(0), codeLimited: a.id.Limited, sharedClass: true}
 	}
 	return []*lockPlan{a.plan}
 }
@@ -162,28 +164,50 @@ func planOne(a *admission) []*lockPlan {
 // shape, so it is built once per shape; the arguments follow the text's
 // placeholders in order.
 func (s *schema) lockQuery(p *lockPlan) query {
+	classID := lockid.For(p.class, "")
 	switch {
+	case p.carries(s) && p.key == "":
+		return query{sql: s.text("lock/carry/class", func() string { return s.carryLockText(false, true) }),
+			args: []any{classID, layout.GroupName(p.class, ""), p.setting}}
+	case p.carries(s) && p.sharedClass:
+		return query{sql: s.text("lock/carry/keyed+class", func() string { return s.carryLockText(true, false) }),
+			args: []any{classID, lockid.For(p.class, p.key), layout.GroupName(p.class, p.key), p.setting}}
+	case p.carries(s):
+		return query{sql: s.text("lock/carry/keyed", func() string { return s.carryLockText(false, false) }),
+			args: []any{lockid.For(p.class, p.key), layout.GroupName(p.class, p.key), p.setting}}
+	case p.key != "" && !p.codeLimited || p.key == "" && !(p.hasKeyless && p.codeLimited):
+		// Nothing can limit the group (no override table): the class's
+		// shared lock is all it needs.
+		return query{sql: "SELECT pg_advisory_xact_lock_shared($1)", args: []any{classID}}
 	case p.key != "" && p.sharedClass:
 		// Target-list entries are evaluated left to right: the class's
 		// shared lock, then the group's.
-		return query{sql: "SELECT pg_advisory_xact_lock_shared($1), pg_advisory_xact_lock($2)",
-			args: []any{lockid.For(p.class, ""), lockid.For(p.class, p.key)}}
-	case p.key != "" || (p.hasKeyless && p.codeLimited):
-		return query{sql: "SELECT pg_advisory_xact_lock($1)", args: []any{lockid.For(p.class, p.key)}}
-	case !p.carries(s):
-		return query{sql: "SELECT pg_advisory_xact_lock_shared($1)", args: []any{lockid.For(p.class, "")}}
+		return query{sql: "SELECT pg_advisory_xact_lock_shared($1), pg_advisory_xact_lock($2)", args: []any{classID, lockid.For(p.class, p.key)}}
 	}
-	return query{sql: s.text("lock/carry", s.carryLockText), args: []any{lockid.For(p.class, ""), layout.GroupName(p.class, ""), p.setting}}
+	return query{sql: "SELECT pg_advisory_xact_lock($1)", args: []any{lockid.For(p.class, p.key)}}
 }
 
-// carryLockText is the class lock statement whose mode the override
-// decides: exclusive when the class has one, shared otherwise; the override
-// (an empty string for none) goes into the transaction-local setting for
-// the counts.
-func (s *schema) carryLockText() string {
-	return "SELECT CASE WHEN s.o <> '' THEN pg_advisory_xact_lock($1)::text ELSE pg_advisory_xact_lock_shared($1)::text END" +
-		" FROM (SELECT set_config($3, coalesce((SELECT concurrency_limit::text FROM " + s.l.Table(layout.LimitsTable) +
-		" WHERE group_name = $2), ''), true) AS o OFFSET 0) s"
+// carryLockText is the lock statement whose mode the group's override
+// decides: the group's lock exclusive when it has one (a class group: shared
+// otherwise; a keyed one: none otherwise, after the class's shared lock when
+// sharedClass). The override (an empty string for none) goes into the
+// transaction-local setting for the counts.
+func (s *schema) carryLockText(sharedClass, class bool) string {
+	var a sqlArgs
+	lock := ""
+	if sharedClass {
+		// Target-list entries are evaluated left to right.
+		lock = "pg_advisory_xact_lock_shared(" + a.add(nil) + ")::text, "
+	}
+	id := a.add(nil)
+	if class {
+		lock += "CASE WHEN s.o <> '' THEN pg_advisory_xact_lock(" + id + ")::text ELSE pg_advisory_xact_lock_shared(" + id + ")::text END"
+	} else {
+		lock += "CASE WHEN s.o <> '' THEN pg_advisory_xact_lock(" + id + ")::text END"
+	}
+	group := a.add(nil)
+	return "SELECT " + lock + " FROM (SELECT set_config(" + a.add(nil) + ", coalesce((SELECT concurrency_limit::text FROM " +
+		s.l.Table(layout.LimitsTable) + " WHERE group_name = " + group + "), ''), true) AS o OFFSET 0) s"
 }
 
 // text returns the statement text of a shape, building it on first use.

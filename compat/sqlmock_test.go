@@ -36,6 +36,9 @@ SELECT c.lim, c.n, c.holders, ins.r_id, ins.r_uuid FROM c LEFT JOIN ins ON true`
 	// the lock's mode, so the lock statement reads it and carries it to the
 	// count in a transaction-local setting.
 	wantCarryLock = `SELECT CASE WHEN s.o <> '' THEN pg_advisory_xact_lock($1)::text ELSE pg_advisory_xact_lock_shared($1)::text END FROM (SELECT set_config($3, coalesce((SELECT concurrency_limit::text FROM "public"."concurrency_limits" WHERE group_name = $2), ''), true) AS o OFFSET 0) s`
+	// A keyed job without a limit in code: the group's lock only when the
+	// group has an override.
+	wantKeyedCarryLock = `SELECT pg_advisory_xact_lock_shared($1)::text, CASE WHEN s.o <> '' THEN pg_advisory_xact_lock($2)::text END FROM (SELECT set_config($4, coalesce((SELECT concurrency_limit::text FROM "public"."concurrency_limits" WHERE group_name = $3), ''), true) AS o OFFSET 0) s`
 )
 
 var (
@@ -46,8 +49,11 @@ var (
 		"SELECT $5, $6, $7::jsonb, $8, $9, $10, $11, $12::timestamptz, now(), gen_random_uuid(), $13, $14, $15",
 		"SELECT $4, $5, $6::jsonb, $7, $8, $9, $10, $11::timestamptz, now(), gen_random_uuid(), $12, $13, $14",
 	).Replace(wantAdmit)
-	// The carried form reads the setting in place of the table.
+	// The carried forms read the setting in place of the table.
 	wantCarryAdmit = strings.Replace(wantClassWideAdmit,
+		`(SELECT concurrency_limit FROM "public"."concurrency_limits" WHERE group_name = $1)`,
+		`nullif(current_setting($1), '')::integer`, 1)
+	wantKeyedCarryAdmit = strings.Replace(wantAdmit,
 		`(SELECT concurrency_limit FROM "public"."concurrency_limits" WHERE group_name = $1)`,
 		`nullif(current_setting($1), '')::integer`, 1)
 )
@@ -153,6 +159,20 @@ func TestAdmissionStatementsArePinned(t *testing.T) {
 	}
 	if res.Inserted() || res.Skipped.Limit != 1 || res.Skipped.Active != 1 || len(res.Skipped.Holders) != 1 || res.Skipped.Holders[0] != (JobRef{Table: "plainjobs_jobrequest", ID: 41}) {
 		t.Fatalf("result %+v", res.Skipped)
+	}
+
+	// A keyed job without a limit: no override, so no group lock; admitted.
+	mock.ExpectBegin()
+	mock.ExpectExec(wantKeyedCarryLock).
+		WithArgs(int64(-744096600792446844), int64(7527929927103732752), "app.jobs.ChargeJob::charge-7", "migrate_unique.override_0").
+		WillReturnResult(sqlmock.NewResult(0, 1))
+	mock.ExpectQuery(wantKeyedCarryAdmit).
+		WithArgs("migrate_unique.override_0", nil, "app.jobs.ChargeJob", "charge-7",
+			"app.jobs.ChargeJob", "charge-7", nil, 0, "default", 0, 0, nil, "compat", nil, nil).
+		WillReturnRows(sqlmock.NewRows([]string{"n", "active", "holders", "r_id", "r_uuid"}).AddRow(nil, 0, "", 43, "9b2f6c1e-0000-4000-8000-000000000043"))
+	mock.ExpectCommit()
+	if res, err = c.Enqueue(t.Context(), Job{Class: "app.jobs.ChargeJob", Value: keyedJob{key: "charge-7"}}); err != nil || res.ID != 43 {
+		t.Fatalf("result %+v, %v", res, err)
 	}
 	if err := mock.ExpectationsWereMet(); err != nil {
 		t.Fatal(err)
