@@ -176,8 +176,8 @@ func (s *schema) lockQuery(p *lockPlan) query {
 		return query{sql: s.text("lock/carry/keyed", func() string { return s.carryLockText(false, false) }),
 			args: []any{lockid.For(p.class, p.key), layout.GroupName(p.class, p.key), p.setting}}
 	case p.key != "" && !p.codeLimited || p.key == "" && !(p.hasKeyless && p.codeLimited):
-		// Nothing can limit the group (no override table): the class's
-		// shared lock is all it needs.
+		// Nothing can limit the group (no override table, or a class plan
+		// without keyless jobs): the class's shared lock is all it needs.
 		return query{sql: "SELECT pg_advisory_xact_lock_shared($1)", args: []any{classID}}
 	case p.key != "" && p.sharedClass:
 		// Target-list entries are evaluated left to right: the class's
