@@ -164,15 +164,15 @@ func planOne(a *admission) []*lockPlan {
 // shape, so it is built once per shape; the arguments follow the text's
 // placeholders in order.
 func (s *schema) lockQuery(p *lockPlan) query {
-	classID := lockid.For(p.class, "")
+	classID, carries := lockid.For(p.class, ""), p.carries(s)
 	switch {
-	case p.carries(s) && p.key == "":
+	case carries && p.key == "":
 		return query{sql: s.text("lock/carry/class", func() string { return s.carryLockText(false, true) }),
 			args: []any{classID, layout.GroupName(p.class, ""), p.setting}}
-	case p.carries(s) && p.sharedClass:
+	case carries && p.sharedClass:
 		return query{sql: s.text("lock/carry/keyed+class", func() string { return s.carryLockText(true, false) }),
 			args: []any{classID, lockid.For(p.class, p.key), layout.GroupName(p.class, p.key), p.setting}}
-	case p.carries(s):
+	case carries:
 		return query{sql: s.text("lock/carry/keyed", func() string { return s.carryLockText(false, false) }),
 			args: []any{lockid.For(p.class, p.key), layout.GroupName(p.class, p.key), p.setting}}
 	case p.key != "" && !p.codeLimited || p.key == "" && !(p.hasKeyless && p.codeLimited):

@@ -65,17 +65,28 @@ func Down(ctx context.Context, databaseURL string, l layout.Layout, opts Options
 	return rep, nil
 }
 
+// concurrentRebuild is the statement that rebuilds s without blocking
+// writes: its saved definition, built CONCURRENTLY. versionTable names where
+// it was saved, for the error when the definition is not a unique index.
+func (s SavedUnique) concurrentRebuild(versionTable string) (string, error) {
+	def, ok := strings.CutPrefix(s.Rebuild, "CREATE UNIQUE INDEX ")
+	if !ok {
+		return "", fmt.Errorf("the saved definition of %s is not a unique index (%q); restore it by hand from %s", s.Index, s.Rebuild, versionTable)
+	}
+	return "CREATE UNIQUE INDEX CONCURRENTLY " + def, nil
+}
+
 func (r *runner) downSteps(in *inspection, saved []SavedUnique) ([]step, error) {
 	l := in.l
 	d := newTmplData(l, r.opts.LockTimeout)
 	var steps []step
 	for _, s := range saved {
-		def, ok := strings.CutPrefix(s.Rebuild, "CREATE UNIQUE INDEX ")
-		if !ok {
-			return nil, fmt.Errorf("the saved definition of %s is not a unique index (%q); restore it by hand from %s", s.Index, s.Rebuild, d.VersionTable)
+		def, err := s.concurrentRebuild(d.VersionTable)
+		if err != nil {
+			return nil, err
 		}
 		dd := d
-		dd.Definition = "CREATE UNIQUE INDEX CONCURRENTLY " + def
+		dd.Definition = def
 		sql, err := render("rebuild.down.sql.tmpl", dd)
 		if err != nil {
 			return nil, err

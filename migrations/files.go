@@ -152,12 +152,11 @@ func FilesFor(ctx context.Context, databaseURL string, l layout.Layout) (map[str
 	rules := []rebuildRule{}
 	if in.version != nil && len(in.version.saved) > 0 {
 		for _, s := range in.version.saved {
-			def, ok := strings.CutPrefix(s.Rebuild, "CREATE UNIQUE INDEX ")
-			if !ok {
-				return nil, fmt.Errorf("the saved definition of %s is not a unique index (%q); restore it by hand from %s", s.Index, s.Rebuild, newTmplData(l, 0).VersionTable)
+			def, err := s.concurrentRebuild(newTmplData(l, 0).VersionTable)
+			if err != nil {
+				return nil, err
 			}
-			rules = append(rules, rebuildRule{index: s.Index, comment: "The unique rule " + s.Index + " the cutover saved",
-				definition: "CREATE UNIQUE INDEX CONCURRENTLY " + def})
+			rules = append(rules, rebuildRule{index: s.Index, comment: "The unique rule " + s.Index + " the cutover saved", definition: def})
 		}
 	} else {
 		for _, t := range in.tables {
