@@ -380,8 +380,8 @@ func (p *pass) shapeRule() bool {
 	return *p.shapeOK
 }
 
-// seesNamed reports whether pkg declares or imports (directly or not) one
-// of the interfaces -interface names, migrated or not: a package that sees
+// seesNamed reports whether pkg is or imports (directly or not) the package
+// of an interface -interface names, migrated or not: a package that sees
 // the interface decides by it, not by shape.
 func (s *settings) seesNamed(pkg *types.Package) bool {
 	seen := map[*types.Package]bool{}
@@ -404,14 +404,11 @@ func (s *settings) seesNamed(pkg *types.Package) bool {
 	return visit(pkg)
 }
 
-// declaresNamed reports whether pkg declares an interface -interface names.
+// declaresNamed reports whether pkg is the package of an interface
+// -interface names (whether or not it still declares it).
 func (s *settings) declaresNamed(pkg *types.Package) bool {
 	for name := range s.interfaces {
-		path, typ, _ := splitQualified(name)
-		if path != pkg.Path() {
-			continue
-		}
-		if tn, ok := pkg.Scope().Lookup(typ).(*types.TypeName); ok && types.IsInterface(tn.Type()) {
+		if path, _, _ := splitQualified(name); path == pkg.Path() {
 			return true
 		}
 	}
