@@ -47,14 +47,28 @@ func runBench(ctx context.Context, e *env, args []string) error {
 type moduleFlags struct {
 	packages, jobs *int
 	dir            *string
+	layout         *jobmodgen.Layout
 }
 
 func addModuleFlags(fs *flag.FlagSet) moduleFlags {
-	return moduleFlags{
+	m := moduleFlags{
 		packages: fs.Int("packages", 50, "job packages in the generated module"),
 		jobs:     fs.Int("jobs", 2000, "job types in the generated module"),
 		dir:      fs.String("dir", "", "generate the module here and keep it (default: a temporary directory, removed)"),
+		layout:   new(jobmodgen.Layout),
 	}
+	fs.Func("layout", "`importing` (every job package imports the job interface, the default) or registered (none does; a registry package converts the jobs)", func(v string) error {
+		switch v {
+		case "importing":
+			*m.layout = jobmodgen.Importing
+		case "registered":
+			*m.layout = jobmodgen.Registered
+		default:
+			return fmt.Errorf("%q: want importing or registered", v)
+		}
+		return nil
+	})
+	return m
 }
 
 // generate makes a work directory (the caller removes it) and generates the
@@ -68,7 +82,7 @@ func (m moduleFlags) generate(prefix string) (work, mod string, st jobmodgen.Sta
 	if mod == "" {
 		mod = filepath.Join(work, "module")
 	}
-	if st, err = jobmodgen.Generate(mod, *m.packages, *m.jobs); err != nil {
+	if st, err = jobmodgen.Generate(mod, *m.packages, *m.jobs, *m.layout); err != nil {
 		os.RemoveAll(work)
 		return "", "", st, err
 	}

@@ -35,7 +35,7 @@ func runBenchRewrite(ctx context.Context, e *env, args []string) error {
 	if len(args) > 0 && args[0] == measureArg {
 		return measureCommand(ctx, e, args[1:])
 	}
-	fs := newFlagSet(e, "bench rewrite", "bench rewrite [-packages 50] [-jobs 2000] [-dir DIR]")
+	fs := newFlagSet(e, "bench rewrite", "bench rewrite [-packages 50] [-jobs 2000] [-layout importing|registered] [-dir DIR]")
 	gen := addModuleFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -49,7 +49,7 @@ func runBenchRewrite(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer os.RemoveAll(work)
-	fmt.Fprintf(e.stdout, "rewrite benchmark: %d packages, %d job types, %d call sites (module %s)\n", st.Packages, st.JobTypes, st.CallSites, mod)
+	fmt.Fprintf(e.stdout, "rewrite benchmark: %d packages, %d job types, %d call sites, layout %s (module %s)\n", st.Packages, st.JobTypes, st.CallSites, gen.layout, mod)
 
 	goEnv := append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off", "GOPROXY=off", "GOTOOLCHAIN=local",
 		"GOCACHE="+filepath.Join(work, "cache"))

@@ -14,7 +14,7 @@ import (
 // runBenchVet times `go vet -vettool=<this binary>` against plain `go vet`
 // over the same generated module, in the same run, and prints the ratio.
 func runBenchVet(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet(e, "bench vet", "bench vet [-packages 50] [-jobs 2000] [-runs 3] [-dir DIR]")
+	fs := newFlagSet(e, "bench vet", "bench vet [-packages 50] [-jobs 2000] [-layout importing|registered] [-runs 3] [-dir DIR]")
 	gen := addModuleFlags(fs)
 	runs := fs.Int("runs", 3, "timed rounds after the warm-up, each with every package of the module changed")
 	if err := parseFlags(fs, args); err != nil {
@@ -33,7 +33,7 @@ func runBenchVet(ctx context.Context, e *env, args []string) error {
 	}
 	defer os.RemoveAll(work)
 	want := st.JobTypes + st.Interfaces + st.CallSites
-	fmt.Fprintf(e.stdout, "vet benchmark: %d packages, %d job types, %d findings expected (module %s)\n", st.Packages, st.JobTypes, want, mod)
+	fmt.Fprintf(e.stdout, "vet benchmark: %d packages, %d job types, %d findings expected, layout %s (module %s)\n", st.Packages, st.JobTypes, want, gen.layout, mod)
 	goCmd := func(args ...string) *exec.Cmd {
 		cmd := exec.CommandContext(ctx, "go", args...)
 		cmd.Dir = mod
