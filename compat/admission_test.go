@@ -8,8 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5/stdlib"
 
-	"github.com/migrate-unique/migrate-unique/internal/layout"
 	"github.com/migrate-unique/migrate-unique/internal/lockid"
+	"github.com/migrate-unique/migrate-unique/layout"
 	"github.com/migrate-unique/migrate-unique/testdata/legacy"
 )
 

@@ -15,7 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
-	"github.com/migrate-unique/migrate-unique/internal/layout"
+	"github.com/migrate-unique/migrate-unique/layout"
 )
 
 // Errors callers branch on. Every error the runtime returns for one of these

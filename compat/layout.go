@@ -1,6 +1,6 @@
 package compat
 
-import "github.com/migrate-unique/migrate-unique/internal/layout"
+import "github.com/migrate-unique/migrate-unique/layout"
 
 // Layout is where a queue keeps its active jobs: the two-table shape
 // (RequestsTable, ProcessesTable, optional ResultsTable) or the single-table

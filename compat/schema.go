@@ -6,7 +6,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/migrate-unique/migrate-unique/internal/layout"
+	"github.com/migrate-unique/migrate-unique/layout"
 )
 
 // column is what the runtime needs to know of one column.

@@ -10,8 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/migrate-unique/migrate-unique/internal/layout"
 	"github.com/migrate-unique/migrate-unique/internal/testdb"
+	"github.com/migrate-unique/migrate-unique/layout"
 )
 
 // slotTestLayout is a two-table layout without a results table, so its

@@ -17,8 +17,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/migrate-unique/migrate-unique/internal/layout"
 	"github.com/migrate-unique/migrate-unique/internal/pgurl"
+	"github.com/migrate-unique/migrate-unique/layout"
 	"github.com/migrate-unique/migrate-unique/testdata/legacy"
 )
 

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/migrate-unique/migrate-unique/internal/layout"
+	"github.com/migrate-unique/migrate-unique/layout"
 )
 
 type foundTable struct {

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/migrate-unique/migrate-unique/internal/layout"
+	"github.com/migrate-unique/migrate-unique/layout"
 )
 
 // PlannedStep is one step Up would run.

@@ -11,8 +11,8 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/migrate-unique/migrate-unique/internal/layout"
 	"github.com/migrate-unique/migrate-unique/internal/version"
+	"github.com/migrate-unique/migrate-unique/layout"
 )
 
 //go:embed templates/*.tmpl

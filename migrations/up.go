@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/migrate-unique/migrate-unique/internal/layout"
+	"github.com/migrate-unique/migrate-unique/layout"
 )
 
 // Up migrates the layout's tables online (SPEC section 7): preflight,

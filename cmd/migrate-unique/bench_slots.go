@@ -14,8 +14,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/migrate-unique/migrate-unique/compat"
-	"github.com/migrate-unique/migrate-unique/internal/layout"
 	"github.com/migrate-unique/migrate-unique/internal/pgurl"
+	"github.com/migrate-unique/migrate-unique/layout"
 )
 
 const benchSlotsUsage = `bench slots [--database URL] [--workers 32] [--limit 10] [--duration 5s] [--json]

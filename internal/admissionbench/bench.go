@@ -19,9 +19,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/migrate-unique/migrate-unique/compat"
-	"github.com/migrate-unique/migrate-unique/internal/layout"
 	"github.com/migrate-unique/migrate-unique/internal/lockid"
 	"github.com/migrate-unique/migrate-unique/internal/pgurl"
+	"github.com/migrate-unique/migrate-unique/layout"
 )
 
 // Options sizes the benchmark. Zero values take the defaults.

@@ -26,9 +26,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/migrate-unique/migrate-unique/compat"
-	"github.com/migrate-unique/migrate-unique/internal/layout"
 	"github.com/migrate-unique/migrate-unique/internal/pgurl"
 	"github.com/migrate-unique/migrate-unique/internal/testdb"
+	"github.com/migrate-unique/migrate-unique/layout"
 )
 
 // DefaultRows is how many pending jobs step 1 creates when Options.Rows is

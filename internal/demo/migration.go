@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/migrate-unique/migrate-unique/compat"
-	"github.com/migrate-unique/migrate-unique/internal/layout"
+	"github.com/migrate-unique/migrate-unique/layout"
 	"github.com/migrate-unique/migrate-unique/migrations"
 	"github.com/migrate-unique/migrate-unique/testdata/legacy"
 )

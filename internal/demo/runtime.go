@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/migrate-unique/migrate-unique/compat"
-	"github.com/migrate-unique/migrate-unique/internal/layout"
+	"github.com/migrate-unique/migrate-unique/layout"
 )
 
 // The demo's job classes and their job types: the shop of the example
