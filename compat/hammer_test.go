@@ -102,7 +102,7 @@ func hammer(t *testing.T, groups []hammerGroup, overrides map[[2]string]int) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { conn.Close(context.Background()) })
-		c, err := NewClient(Pgx(conn), q.l)
+		c, err := NewClient(Pgx(conn), q.l.Layout)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -17,7 +17,7 @@ import (
 // migration engine or left as it is.
 type queue struct {
 	url    string
-	l      layout.Layout
+	l      layout.Resolved
 	schema legacy.Schema
 	pool   *pgxpool.Pool
 	c      *Client
@@ -44,7 +44,7 @@ func newQueue(t *testing.T, s legacy.Schema, migrated bool, opts ...Option) *que
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &queue{url: url, l: s.Layout, schema: s, pool: pool, c: c}
+	return &queue{url: url, l: s.Resolved, schema: s, pool: pool, c: c}
 }
 
 func migrate(t *testing.T, url string, l layout.Layout) {

@@ -162,12 +162,12 @@ func BenchMigration(ctx context.Context, o BenchOptions) (*BenchResult, error) {
 	}
 	logf("seeded and copied in %s", time.Since(start).Round(time.Second))
 
-	l := legacy.PlainJobs.Layout
+	l := legacy.PlainJobs.Resolved
 	logf("ours: Up under load ...")
 	res.Ours, err = benchRun(ctx, oursURL, l, o, "ours (online)", func(ctx context.Context, beforeCutover func()) (int, error) {
 		var retries atomic.Int64
 		indexSteps := len(countingIndexes(l))
-		_, err := Up(ctx, oursURL, l, Options{
+		_, err := Up(ctx, oursURL, l.Layout, Options{
 			LockTimeout: o.LockTimeout,
 			MaxAttempts: 100,
 			Out:         o.Out,
@@ -195,7 +195,7 @@ func BenchMigration(ctx context.Context, o BenchOptions) (*BenchResult, error) {
 
 // naiveMigration is what a hand-written migration does: plain CREATE INDEX,
 // then renames and a DROP INDEX with no lock timeout, each autocommitted.
-func naiveMigration(ctx context.Context, dbURL string, l layout.Layout, beforeCutover func()) error {
+func naiveMigration(ctx context.Context, dbURL string, l layout.Resolved, beforeCutover func()) error {
 	conn, err := connect(ctx, dbURL)
 	if err != nil {
 		return err
@@ -229,7 +229,7 @@ func naiveMigration(ctx context.Context, dbURL string, l layout.Layout, beforeCu
 	return exec("ANALYZE " + strings.Join(quotedTables(l), ", "))
 }
 
-func quotedTables(l layout.Layout) []string {
+func quotedTables(l layout.Resolved) []string {
 	var ts []string
 	for _, t := range l.Tables() {
 		ts = append(ts, l.Table(t))
@@ -239,7 +239,7 @@ func quotedTables(l layout.Layout) []string {
 
 // benchRun runs migrate under a paced writer, with a reader that takes its
 // lock when migrate calls beforeCutover, and a pg_locks sampler.
-func benchRun(ctx context.Context, dbURL string, l layout.Layout, o BenchOptions, name string,
+func benchRun(ctx context.Context, dbURL string, l layout.Resolved, o BenchOptions, name string,
 	migrate func(ctx context.Context, beforeCutover func()) (int, error)) (BenchRun, error) {
 	run := BenchRun{Name: name, Exclusive: map[string]time.Duration{}}
 	log := o.Out

@@ -252,7 +252,7 @@ func hasFatal(fs []Finding) bool {
 	return false
 }
 
-func isOurs(l layout.Layout, ix indexInfo) bool {
+func isOurs(l layout.Resolved, ix indexInfo) bool {
 	for _, ci := range countingIndexes(l) {
 		if ci.table == ix.table && ci.name == ix.name {
 			return true

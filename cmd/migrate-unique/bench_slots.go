@@ -71,7 +71,10 @@ func runBenchSlots(ctx context.Context, e *env, args []string) error {
 
 	var rnd [4]byte
 	_, _ = rand.Read(rnd[:])
-	l := layout.Layout{Schema: "migrate_unique_bench_slots_" + hex.EncodeToString(rnd[:]), RequestsTable: "bench_requests"}
+	l, err := layout.Layout{Schema: "migrate_unique_bench_slots_" + hex.EncodeToString(rnd[:]), RequestsTable: "bench_requests"}.Resolve()
+	if err != nil {
+		return err
+	}
 	admin, err := pgx.Connect(ctx, url)
 	if err != nil {
 		return fmt.Errorf("connect: %w", pgurl.RedactError(url, err))
@@ -128,7 +131,7 @@ type benchSlotsFigures struct {
 }
 
 // benchSlotsPhase runs n workers for d on one group and observes it.
-func benchSlotsPhase(ctx context.Context, url string, l layout.Layout, n, limit int, d time.Duration) (benchSlotsFigures, error) {
+func benchSlotsPhase(ctx context.Context, url string, l layout.Resolved, n, limit int, d time.Duration) (benchSlotsFigures, error) {
 	group := fmt.Sprintf("Bench::workers-%d", n)
 	var f benchSlotsFigures
 	var pairs, busy atomic.Int64
@@ -182,7 +185,7 @@ WHERE group_name = $1 AND expires_at > clock_timestamp()`, group).Scan(&unexpire
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s, err := compat.NewSlots(compat.Pgx(conns[w]), l, compat.SlotsOptions{})
+			s, err := compat.NewSlots(compat.Pgx(conns[w]), l.Layout, compat.SlotsOptions{})
 			if err != nil {
 				errs <- err
 				return

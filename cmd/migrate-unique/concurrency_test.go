@@ -19,7 +19,10 @@ import (
 // schema public, and the slot API on it.
 func concurrencyTestDB(t *testing.T) (string, *compat.Slots) {
 	t.Helper()
-	l := layout.Layout{Schema: "public", RequestsTable: "cli_test_requests"}
+	l, err := layout.Layout{Schema: "public", RequestsTable: "cli_test_requests"}.Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
 	ddl := l.RuntimeDDL()
 	url := testdb.New(t, testdb.FromTemplate("cmd/concurrency/"+strings.Join(ddl, ";"), func(ctx context.Context, url string) error {
 		conn, err := pgx.Connect(ctx, url)
@@ -34,7 +37,7 @@ func concurrencyTestDB(t *testing.T) (string, *compat.Slots) {
 		}
 		return nil
 	}))
-	s, err := compat.NewSlots(compat.Pgx(testdb.Connect(t, url)), l, compat.SlotsOptions{})
+	s, err := compat.NewSlots(compat.Pgx(testdb.Connect(t, url)), l.Layout, compat.SlotsOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -112,13 +112,13 @@ const (
 // bench is one run in one scratch schema.
 type bench struct {
 	o    Options
-	l    layout.Layout // the tables of the contention, throughput and backlog runs
+	l    layout.Resolved // the tables of the contention, throughput and backlog runs
 	pool *pgxpool.Pool
 	c    *compat.Client
 	// empty is a second pair of tables in the same schema that stays
 	// (nearly) empty: the latency baseline, sampled interleaved with the
 	// backlog so load drift on the machine hits both alike.
-	empty  layout.Layout
+	empty  layout.Resolved
 	emptyC *compat.Client
 }
 
@@ -128,11 +128,14 @@ func Run(ctx context.Context, url string, o Options) (*Result, error) {
 	o = o.withDefaults()
 	var rnd [4]byte
 	_, _ = rand.Read(rnd[:])
-	l := layout.Layout{
+	l, err := layout.Layout{
 		Schema:         "migrate_unique_bench_admission_" + hex.EncodeToString(rnd[:]),
 		RequestsTable:  layout.PlainJobsRequests,
 		ProcessesTable: layout.PlainJobsProcesses,
-	}.WithDefaults()
+	}.Resolve()
+	if err != nil {
+		return nil, err
+	}
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, pgurl.RedactError(url, fmt.Errorf("parse the database URL: %w", err))
@@ -150,10 +153,10 @@ func Run(ctx context.Context, url string, o Options) (*Result, error) {
 		return nil, err
 	}
 	defer b.drop()
-	if b.c, err = compat.NewClient(compat.Pgx(pool), l); err != nil {
+	if b.c, err = compat.NewClient(compat.Pgx(pool), l.Layout); err != nil {
 		return nil, err
 	}
-	if b.emptyC, err = compat.NewClient(compat.Pgx(pool), b.empty); err != nil {
+	if b.emptyC, err = compat.NewClient(compat.Pgx(pool), b.empty.Layout); err != nil {
 		return nil, err
 	}
 	r := &Result{}
@@ -187,7 +190,7 @@ func (b *bench) create(ctx context.Context) error {
     trace_id varchar(34) NULL,
     span_id varchar(18) NULL`
 	stmts := []string{"CREATE SCHEMA " + layout.Ident(b.l.Schema)}
-	for _, l := range []layout.Layout{b.l, b.empty} {
+	for _, l := range []layout.Resolved{b.l, b.empty} {
 		stmts = append(stmts,
 			"CREATE TABLE "+l.Table(l.RequestsTable)+" ("+cols+",\n    start_at timestamp with time zone NULL)",
 			"CREATE INDEX ON "+l.Table(l.RequestsTable)+" (job_class, concurrency_key)",
@@ -244,7 +247,7 @@ func (b *bench) contention(ctx context.Context, r *Result) error {
 	var wg sync.WaitGroup
 	errc := make(chan error, b.o.ContentionClients)
 	for _, conn := range conns {
-		c, err := compat.NewClient(compat.Pgx(conn.Conn()), b.l)
+		c, err := compat.NewClient(compat.Pgx(conn.Conn()), b.l.Layout)
 		if err != nil {
 			return err
 		}
@@ -365,7 +368,7 @@ func (b *bench) throughput(ctx context.Context, r *Result) error {
 // naiveEnqueue is the check the original design proposed: the group's
 // advisory lock, then count(*) of every active job of the group, then the
 // insert. Correct, but its cost grows with the group's backlog.
-func (b *bench) naiveEnqueue(ctx context.Context, l layout.Layout, class, key string, limit int) (bool, error) {
+func (b *bench) naiveEnqueue(ctx context.Context, l layout.Resolved, class, key string, limit int) (bool, error) {
 	tx, err := b.pool.Begin(ctx)
 	if err != nil {
 		return false, err
@@ -404,7 +407,7 @@ type latencies struct{ checkBlocked, checkAdmitted, naiveBlocked, naiveAdmitted 
 func (b *bench) sample(ctx context.Context) (empty, backlog latencies, err error) {
 	const limit = 5
 	type state struct {
-		l     layout.Layout
+		l     layout.Resolved
 		c     *compat.Client
 		cases [4][]time.Duration
 	}

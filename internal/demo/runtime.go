@@ -147,7 +147,7 @@ RETURNING id`, retryClass, retryKey).Scan(&resultID)
 
 // runUnderSlots is step 4.
 func (d *demo) runUnderSlots(ctx context.Context) error {
-	slots, err := compat.NewSlots(compat.Pgx(d.pool), d.l, compat.SlotsOptions{})
+	slots, err := compat.NewSlots(compat.Pgx(d.pool), d.l.Layout, compat.SlotsOptions{})
 	if err != nil {
 		return err
 	}
