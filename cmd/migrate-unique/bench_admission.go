@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/migrate-unique/migrate-unique/internal/admissionbench"
+	"github.com/migrate-unique/migrate-unique/cmd/migrate-unique/internal/bench/admission"
 	"github.com/migrate-unique/migrate-unique/internal/pgurl"
 )
 
@@ -46,7 +46,7 @@ func runBenchAdmission(ctx context.Context, e *env, args []string) error {
 		return &exitError{code: 2, err: err}
 	}
 	fmt.Fprintf(e.stdout, "admission benchmark on %s\n", pgurl.Describe(url))
-	r, err := admissionbench.Run(ctx, url, admissionbench.Options{BacklogRows: *rows, Samples: *samples, Progress: e.stdout})
+	r, err := admission.Run(ctx, url, admission.Options{BacklogRows: *rows, Samples: *samples, Progress: e.stdout})
 	if err != nil {
 		return pgurl.RedactError(url, err)
 	}

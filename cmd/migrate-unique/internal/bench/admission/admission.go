@@ -1,9 +1,9 @@
-// Package admissionbench measures the compat runtime's admission check in a
+// Package admission measures the compat runtime's admission check in a
 // scratch schema of its own, against two baselines measured in the same run:
 // a plain INSERT of the same rows, and the naive check (an advisory lock and
 // an unbounded count(*)) that the original design proposed. It backs
 // `migrate-unique bench admission`.
-package admissionbench
+package admission
 
 import (
 	"context"
