@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/migrate-unique/migrate-unique/cmd/migrate-unique/internal/bench/slots"
 	"github.com/migrate-unique/migrate-unique/compat"
 	"github.com/migrate-unique/migrate-unique/internal/testdb"
 	"github.com/migrate-unique/migrate-unique/layout"
@@ -179,7 +180,7 @@ func TestBenchSlots(t *testing.T) {
 		t.Fatalf("bench slots: exit %d\n%s\n%s", code, out, errOut)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	var res benchSlotsResult
+	var res slots.Result
 	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil {
 		t.Fatalf("last line is not the JSON object: %v\n%s", err, out)
 	}
