@@ -3,21 +3,24 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/migrate-unique/migrate-unique/cmd/migrate-unique/internal/bench/module"
+	"github.com/migrate-unique/migrate-unique/cmd/migrate-unique/internal/bench/rewrite"
 	"github.com/migrate-unique/migrate-unique/cmd/migrate-unique/internal/bench/slots"
-	"github.com/migrate-unique/migrate-unique/internal/jobmodgen"
+	"github.com/migrate-unique/migrate-unique/cmd/migrate-unique/internal/bench/vet"
 	"github.com/migrate-unique/migrate-unique/internal/pgurl"
 )
 
-// benches maps a benchmark's name to its runner. Each lives in its own file
-// (bench_NAME.go) next to the issue that owns it.
+// benches maps a benchmark's name to its runner. The runners here only
+// parse flags and print; each benchmark's measuring code is a package of
+// its own under internal/bench.
 var benches = map[string]func(ctx context.Context, e *env, args []string) error{
 	"migration": runBenchMigration,
 	"admission": runBenchAdmission,
@@ -61,22 +64,50 @@ func addModuleFlags(fs *flag.FlagSet) moduleFlags {
 	}
 }
 
-// generate makes a work directory (the caller removes it) and generates the
-// module in -dir or, by default, inside the work directory.
-func (m moduleFlags) generate(prefix string) (work, mod string, st jobmodgen.Stats, err error) {
-	work, err = os.MkdirTemp("", prefix)
+func (m moduleFlags) options() module.Options {
+	return module.Options{Packages: *m.packages, Jobs: *m.jobs, Dir: *m.dir}
+}
+
+// runBenchVet times `go vet -vettool=<this binary>` against plain `go vet`
+// over the same generated module, in the same run, and prints the ratio.
+func runBenchVet(ctx context.Context, e *env, args []string) error {
+	fs := newFlagSet(e, "bench vet", "bench vet [-packages 50] [-jobs 2000] [-runs 3] [-dir DIR]")
+	gen := addModuleFlags(fs)
+	runs := fs.Int("runs", 3, "timed rounds after the warm-up, each with every package of the module changed")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *runs < 1 {
+		return &exitError{code: 2, err: fmt.Errorf("-runs %d: want at least 1", *runs)}
+	}
+	tool, err := os.Executable()
 	if err != nil {
-		return "", "", st, err
+		return fmt.Errorf("find this binary for -vettool: %w", err)
 	}
-	mod = *m.dir
-	if mod == "" {
-		mod = filepath.Join(work, "module")
+	return vet.Run(ctx, vet.Options{Module: gen.options(), Runs: *runs, Tool: tool, Out: e.stdout})
+}
+
+// runBenchRewrite times `migrate-unique rewrite -w` over a generated module
+// next to `go build ./...` of the same module; with rewrite.MeasureArg it
+// is the measuring process of one command.
+func runBenchRewrite(ctx context.Context, e *env, args []string) error {
+	if len(args) > 0 && args[0] == rewrite.MeasureArg {
+		err := rewrite.Measure(ctx, e.stdout, e.stderr, args[1:])
+		if errors.Is(err, rewrite.ErrMeasureUsage) {
+			return &exitError{code: 2, err: err}
+		}
+		return err
 	}
-	if st, err = jobmodgen.Generate(mod, *m.packages, *m.jobs); err != nil {
-		os.RemoveAll(work)
-		return "", "", st, err
+	fs := newFlagSet(e, "bench rewrite", "bench rewrite [-packages 50] [-jobs 2000] [-dir DIR]")
+	gen := addModuleFlags(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
-	return work, mod, st, nil
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find this binary: %w", err)
+	}
+	return rewrite.Run(ctx, rewrite.Options{Module: gen.options(), Self: self, Out: e.stdout})
 }
 
 const benchSlotsUsage = `bench slots [--database URL] [--workers 32] [--limit 10] [--duration 5s] [--json]
