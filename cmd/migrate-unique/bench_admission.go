@@ -11,9 +11,9 @@ import (
 
 const benchAdmissionUsage = `bench admission [--database URL] [--rows 1000000] [--samples 200] [--json]
 
-Measures the compat runtime's admission check in a scratch schema of its own
-(created and dropped; no other table is touched), next to baselines from the
-same run:
+Measures the compat runtime's admission check in two scratch schemas of its
+own (plain-jobs' real tables, migrated; created and dropped; no other table is
+touched), next to baselines from the same run:
   - contention: 64 clients on separate connections race for one group with
     limit 5; over_admitted (jobs admitted beyond the limit) must be 0;
   - backlog: median enqueue-with-check latency with --rows active rows in the

@@ -17,9 +17,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/migrate-unique/migrate-unique/cmd/migrate-unique/internal/bench/scratch"
 	"github.com/migrate-unique/migrate-unique/compat"
 	"github.com/migrate-unique/migrate-unique/internal/pgurl"
 	"github.com/migrate-unique/migrate-unique/layout"
+	"github.com/migrate-unique/migrate-unique/testdata/legacy"
 )
 
 // Options configures Run.
@@ -52,31 +54,20 @@ type Result struct {
 	LostReleasesOfLiveHolders int64   `json:"lost_releases"`
 }
 
-// Run creates a scratch schema with the runtime's tables on the server of
-// url, measures one worker and then o.Workers workers, and drops the schema.
+// Run creates a scratch queue (plain-jobs' tables migrated by the real
+// migration, so the runtime's tables are there) on the server of url,
+// measures one worker and then o.Workers workers, and drops the queue.
 // A broken invariant is in the Result (OverLimitObserved,
 // StaleReleasesAccepted), not an error.
 func Run(ctx context.Context, url string, o Options) (*Result, error) {
 	var rnd [4]byte
 	_, _ = rand.Read(rnd[:])
-	l, err := layout.Layout{Schema: "migrate_unique_bench_slots_" + hex.EncodeToString(rnd[:]), RequestsTable: "bench_requests"}.Resolve()
+	q, err := scratch.New(ctx, url, "migrate_unique_bench_slots_"+hex.EncodeToString(rnd[:]), legacy.PlainJobs)
 	if err != nil {
-		return nil, err
+		return nil, pgurl.RedactError(url, err)
 	}
-	admin, err := pgx.Connect(ctx, url)
-	if err != nil {
-		return nil, fmt.Errorf("connect: %w", pgurl.RedactError(url, err))
-	}
-	defer admin.Close(context.Background())
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+layout.Ident(l.Schema)); err != nil {
-		return nil, fmt.Errorf("create the scratch schema: %w", pgurl.RedactError(url, err))
-	}
-	defer admin.Exec(context.Background(), "DROP SCHEMA "+layout.Ident(l.Schema)+" CASCADE") //nolint:errcheck
-	for _, stmt := range l.RuntimeDDL() {
-		if _, err := admin.Exec(ctx, stmt); err != nil {
-			return nil, fmt.Errorf("create the runtime tables: %w", pgurl.RedactError(url, err))
-		}
-	}
+	defer q.Drop(context.Background()) //nolint:errcheck
+	l := q.Layout
 	fmt.Fprintf(o.Out, "slots benchmark: scratch schema %s on %s, limit %d, %v per phase\n", l.Schema, pgurl.Describe(url), o.Limit, o.Duration)
 
 	base, err := benchSlotsPhase(ctx, url, l, 1, o.Limit, o.Duration)
