@@ -170,15 +170,7 @@ type runner struct {
 }
 
 func connect(ctx context.Context, url string) (*pgx.Conn, error) {
-	cfg, err := pgx.ParseConfig(url)
-	if err != nil {
-		return nil, pgurl.RedactError(url, fmt.Errorf("parse the database URL: %w (expected postgres://user@host:5432/dbname)", err))
-	}
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return nil, pgurl.RedactError(url, fmt.Errorf("connect to %s: %w", pgurl.Describe(url), err))
-	}
-	return conn, nil
+	return pgurl.Connect(ctx, url)
 }
 
 func newRunner(ctx context.Context, url string, l layout.Layout, opts Options) (*runner, error) {

@@ -12,7 +12,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/migrate-unique/migrate-unique/compat"
@@ -102,9 +101,9 @@ func (f *concurrencyFlags) open(ctx context.Context) (*compat.Slots, string, fun
 	if *f.schema == "" || strings.ContainsRune(*f.schema, 0) {
 		return nil, "", nil, &exitError{code: 2, err: fmt.Errorf("--schema %q: give the schema that holds the runtime tables", *f.schema)}
 	}
-	conn, err := pgx.Connect(ctx, url)
+	conn, err := pgurl.Connect(ctx, url)
 	if err != nil {
-		return nil, "", nil, fmt.Errorf("connect: %w", pgurl.RedactError(url, err))
+		return nil, "", nil, err
 	}
 	l := layout.Layout{Schema: *f.schema, RequestsTable: layout.PlainJobsRequests}
 	s, err := compat.NewSlots(compat.Pgx(conn), l, compat.SlotsOptions{})

@@ -14,6 +14,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/migrate-unique/migrate-unique/internal/version"
@@ -82,8 +83,10 @@ func run(ctx context.Context, e *env, args []string) int {
 		return 2
 	}
 	name := args[0]
-	if name == "help" || name == "-h" || name == "--help" || name == "-help" {
-		if len(args) > 1 {
+	if isHelp(name) {
+		// "help COMMAND" is "COMMAND -h"; every other form (help help,
+		// help -h, -h -h) is the list of commands.
+		if len(args) > 1 && !isHelp(args[1]) {
 			return run(ctx, e, []string{args[1], "-h"})
 		}
 		printHelp(e.stdout)
@@ -114,6 +117,10 @@ func run(ctx context.Context, e *env, args []string) int {
 	return 2
 }
 
+func isHelp(arg string) bool {
+	return arg == "help" || arg == "-h" || arg == "--help" || arg == "-help"
+}
+
 func printHelp(w io.Writer) {
 	fmt.Fprintf(w, "migrate-unique %s: move a PostgreSQL job queue from unique_key to concurrency keys and limits.\n\nUsage:\n", version.Version)
 	for _, c := range commands {
@@ -134,19 +141,34 @@ func newFlagSet(e *env, name, usage string) *flag.FlagSet {
 	return fs
 }
 
+// emptyAllowed lists the flags whose empty value means something: no
+// reason, no build tags.
+var emptyAllowed = map[string]bool{"reason": true, "tags": true}
+
 // parseFlags parses args into fs. -h returns flag.ErrHelp (exit 0, the usage
 // is printed); any other error is a usage error (exit 2) that the flag
-// package has already printed with the usage.
+// package has already printed with the usage. A flag given an empty value
+// is a usage error too: a script that passes an unset variable
+// (--schema "$SCHEMA") must not get the default instead.
 func parseFlags(fs *flag.FlagSet, args []string) error {
 	err := fs.Parse(args)
 	switch {
 	case err == nil:
-		return nil
 	case errors.Is(err, flag.ErrHelp):
 		return err
 	default:
 		return &exitError{code: 2}
 	}
+	var empty error
+	fs.Visit(func(f *flag.Flag) {
+		if empty == nil && !emptyAllowed[f.Name] && strings.TrimSpace(f.Value.String()) == "" {
+			empty = fmt.Errorf("--%s is empty: give it a value, or leave the flag out for its default", f.Name)
+		}
+	})
+	if empty != nil {
+		return &exitError{code: 2, err: empty}
+	}
+	return nil
 }
 
 func runVersion(_ context.Context, e *env, args []string) error {
