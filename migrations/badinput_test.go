@@ -32,7 +32,7 @@ func TestBadInputIsAClearErrorAndChangesNothing(t *testing.T) {
 	}{{
 		name: "unparsable URL",
 		url:  func(string) string { return "postgres://user:s3cret@[::1" },
-		want: []string{"parse the database URL", "postgres://user@host:5432/dbname"},
+		want: []string{"cannot parse the database URL", "postgres://user:password@host:5432/dbname"},
 	}, {
 		name: "unreachable server",
 		url:  func(string) string { return "postgres://user:s3cret@127.0.0.1:1/db?connect_timeout=2" },

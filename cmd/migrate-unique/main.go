@@ -25,6 +25,9 @@ type command struct {
 	name    string
 	summary string
 	run     func(ctx context.Context, env *env, args []string) error
+	// rawOutput: the command prints source code (diffs, fixed files) that
+	// must stay byte-exact, so its output is not escaped.
+	rawOutput bool
 }
 
 // env is what a command may touch of the process.
@@ -36,18 +39,18 @@ type env struct {
 
 // commands lists every subcommand in the order help shows them.
 var commands = []command{
-	{"plan", "show what the database migration would do, changing nothing", runPlan},
-	{"up", "run the database migration, online", runUp},
-	{"down", "roll the database migration back", runDown},
-	{"status", "show whether the database is legacy, partly migrated or migrated", runStatus},
-	{"sql", "write the migration as golang-migrate files", runSQL},
-	{"lint", "report legacy unique-key job code", runLint},
-	{"rewrite", "migrate a whole module's job code", runRewrite},
-	{"concurrency", "inspect and steer concurrency groups", runConcurrency},
-	{"bench", "run a benchmark against its baseline", runBench},
-	{"demo", "show the whole migration on a throwaway database", runDemo},
-	{"version", "print the version", runVersion},
-	{"help", "show this help or a command's flags", nil},
+	{"plan", "show what the database migration would do, changing nothing", runPlan, false},
+	{"up", "run the database migration, online", runUp, false},
+	{"down", "roll the database migration back", runDown, false},
+	{"status", "show whether the database is legacy, partly migrated or migrated", runStatus, false},
+	{"sql", "write the migration as golang-migrate files", runSQL, false},
+	{"lint", "report legacy unique-key job code", runLint, true},
+	{"rewrite", "migrate a whole module's job code", runRewrite, true},
+	{"concurrency", "inspect and steer concurrency groups", runConcurrency, false},
+	{"bench", "run a benchmark against its baseline", runBench, false},
+	{"demo", "show the whole migration on a throwaway database", runDemo, false},
+	{"version", "print the version", runVersion, false},
+	{"help", "show this help or a command's flags", nil, false},
 }
 
 // exitError carries a specific exit code, for commands whose exit status is
@@ -95,6 +98,11 @@ func run(ctx context.Context, e *env, args []string) int {
 	for _, c := range commands {
 		if c.name != name || c.run == nil {
 			continue
+		}
+		if !c.rawOutput {
+			// Names, keys and definitions read from a database reach the
+			// terminal only escaped.
+			e = &env{stdout: &escapingWriter{w: e.stdout}, stderr: &escapingWriter{w: e.stderr}, isTerminal: e.isTerminal}
 		}
 		err := c.run(ctx, e, args[1:])
 		var ee *exitError
