@@ -34,12 +34,16 @@ func Shared() (*Server, error) {
 	return shared, sharedErr
 }
 
-// Main runs a test binary's tests and stops a throwaway cluster afterwards.
+// Main runs a test binary's tests, then stops the PgBouncer and the
+// throwaway cluster the harness started for them.
 // Every package whose tests use this harness calls it from TestMain:
 //
 //	func TestMain(m *testing.M) { os.Exit(testdb.Main(m)) }
 func Main(m interface{ Run() int }) int {
 	code := m.Run()
+	if err := bouncer.Stop(); err != nil {
+		fmt.Fprintf(os.Stderr, "testdb: stopping pgbouncer: %v\n", err)
+	}
 	if shared != nil {
 		if err := shared.Stop(); err != nil {
 			fmt.Fprintf(os.Stderr, "testdb: stopping the throwaway cluster: %v\n", err)
