@@ -140,7 +140,7 @@ func FilesFor(ctx context.Context, databaseURL string, l layout.Layout) (map[str
 	if err := l.Validate(); err != nil {
 		return nil, err
 	}
-	r, err := newRunner(ctx, databaseURL, l, Options{})
+	r, err := newRunner(ctx, databaseURL, l, Options{}, "sql")
 	if err != nil {
 		return nil, err
 	}

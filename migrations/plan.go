@@ -2,7 +2,6 @@ package migrations
 
 import (
 	"context"
-	"fmt"
 	"strings"
 
 	"github.com/migrate-unique/migrate-unique/internal/layout"
@@ -33,7 +32,8 @@ type PlanResult struct {
 	// Findings are the preflight's findings; a fatal one means Up would
 	// refuse.
 	Findings []Finding
-	// Steps lists what Up would run, in order (empty when migrated).
+	// Steps lists what Up would run, in order (empty when migrated without
+	// drift; a drifted layout lists the steps that repair it).
 	Steps []PlannedStep
 }
 
@@ -42,16 +42,19 @@ type PlanResult struct {
 // nothing. A fatal preflight finding is returned in PlanResult.Findings, not
 // as an error; a layout that is not found is a *NotFoundError.
 func Plan(ctx context.Context, databaseURL string, l layout.Layout) (*PlanResult, error) {
-	r, err := newRunner(ctx, databaseURL, l, Options{})
+	r, err := newRunner(ctx, databaseURL, l, Options{}, "plan")
 	if err != nil {
 		return nil, err
 	}
 	defer r.close()
 	res := &PlanResult{}
-	if busy, err := r.busy(ctx); err != nil {
-		return nil, fmt.Errorf("read the run lock: %w", err)
-	} else if busy {
-		res.Findings = append(res.Findings, Finding{Fatal: true, Message: ErrBusy.Error()})
+	if r.pooler != nil {
+		res.Findings = append(res.Findings, Finding{Fatal: true, Message: r.pooler.Error()})
+	}
+	if h, err := r.holder(ctx); err != nil {
+		return nil, err
+	} else if h != nil {
+		res.Findings = append(res.Findings, Finding{Fatal: true, Message: h.Error()})
 	}
 	in, findings, err := r.preflight(ctx, "up")
 	if pe, ok := err.(*PreflightError); ok {
@@ -65,7 +68,7 @@ func Plan(ctx context.Context, databaseURL string, l layout.Layout) (*PlanResult
 		res.Findings = append(res.Findings, findings...)
 	}
 	res.State = in.state()
-	if res.State == Migrated {
+	if res.State == Migrated && len(in.drift()) == 0 {
 		return res, nil
 	}
 	steps, err := upSteps(in, r.opts)

@@ -73,10 +73,16 @@ func main() {
 	if vetToolProtocol(os.Args[1:]) {
 		runVetTool() // never returns
 	}
+	os.Exit(runProcess(os.Args[1:]))
+}
+
+// runProcess runs one command line as the process does: on the real
+// standard outputs, cancelled by SIGINT or SIGTERM.
+func runProcess(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	e := &env{stdout: os.Stdout, stderr: os.Stderr, isTerminal: isTerminal(os.Stdout)}
-	os.Exit(run(ctx, e, os.Args[1:]))
+	return run(ctx, e, args)
 }
 
 // run executes one command line and returns the exit code.
@@ -169,7 +175,11 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	}
 	var empty error
 	fs.Visit(func(f *flag.Flag) {
-		if empty == nil && !emptyAllowed[f.Name] && strings.TrimSpace(f.Value.String()) == "" {
+		g, ok := f.Value.(flag.Getter)
+		if !ok {
+			return // a list flag: its own Set sees each value
+		}
+		if v, isString := g.Get().(string); empty == nil && isString && !emptyAllowed[f.Name] && strings.TrimSpace(v) == "" {
 			empty = fmt.Errorf("--%s is empty: give it a value, or leave the flag out for its default", f.Name)
 		}
 	})

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/migrate-unique/migrate-unique/internal/testdb"
 )
 
 // secretCorpus reads the connection strings of internal/pgurl's corpus,
@@ -146,5 +148,32 @@ func TestEmptyFlagsAreUsageErrors(t *testing.T) {
 	}
 	if after := dbSnapshot(t, db); after != before {
 		t.Fatalf("a refused command changed the database:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+}
+
+// up and down through PgBouncer in transaction mode refuse with exit 1 and
+// say to connect directly; status and plan work and say so; nothing
+// changes.
+func TestMigrationCommandsThroughPgBouncer(t *testing.T) {
+	db := plainJobsDB(t)
+	pooled := testdb.PgBouncer(t, db)
+	before := dbSnapshot(t, db)
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"up"}, 1, "Connect directly to PostgreSQL"},
+		{[]string{"down"}, 1, "Connect directly to PostgreSQL"},
+		{[]string{"plan"}, 1, "refused: connected through a connection pooler"},
+		{[]string{"status"}, 0, "pooler:   connected through a connection pooler"},
+	} {
+		code, out, errOut := runCLI(t, append(c.args, "--database", pooled)...)
+		if code != c.code || !strings.Contains(out+errOut, c.want) {
+			t.Errorf("%v through PgBouncer: exit %d, stdout %q, stderr %q; want exit %d and %q", c.args, code, out, errOut, c.code, c.want)
+		}
+	}
+	if after := dbSnapshot(t, db); after != before {
+		t.Fatalf("a refused run through PgBouncer changed the database:\nbefore:\n%s\nafter:\n%s", before, after)
 	}
 }

@@ -189,13 +189,17 @@ func unambiguousHost(rest string) string {
 // statement outlives its statement on the server connection: through a
 // transaction-mode pooler, named statements left on a server connection
 // collide with the next client's (42P05) or are missing on the next one's
-// (26000). Errors never show the password.
-func Connect(ctx context.Context, s string) (*pgx.Conn, error) {
+// (26000). applicationName, when not empty, names the session in
+// pg_stat_activity. Errors never show the password.
+func Connect(ctx context.Context, s, applicationName string) (*pgx.Conn, error) {
 	cfg, err := ParseConfig(s)
 	if err != nil {
 		return nil, err
 	}
 	cfg.DefaultQueryExecMode = pgx.QueryExecModeExec
+	if applicationName != "" {
+		cfg.RuntimeParams["application_name"] = applicationName
+	}
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, RedactError(s, fmt.Errorf("connect to %s: %w", Describe(s), err))
