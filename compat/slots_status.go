@@ -6,7 +6,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/migrate-unique/migrate-unique/internal/layout"
+	"github.com/migrate-unique/migrate-unique/layout"
 )
 
 // SlotStatus is one slot row of a group.

@@ -11,7 +11,7 @@ import (
 	"github.com/golang-migrate/migrate/v4/source"
 	"github.com/golang-migrate/migrate/v4/source/iofs"
 
-	"github.com/migrate-unique/migrate-unique/internal/layout"
+	"github.com/migrate-unique/migrate-unique/layout"
 )
 
 // PlainJobsFiles holds Files(layout.PlainJobs()) as committed in plainjobs/,
@@ -47,15 +47,15 @@ const nothingToDo = "-- Nothing to do in this direction.\n"
 // use FilesFor, which reads the rules from the database and rebuilds them
 // CONCURRENTLY, or roll back with Down.
 func Files(l layout.Layout) (map[string]string, error) {
-	l = l.WithDefaults()
-	if err := l.Validate(); err != nil {
+	rl, err := l.Resolve()
+	if err != nil {
 		return nil, err
 	}
 	var rules []rebuildRule
-	if isPlainJobs(l) {
+	if isPlainJobs(rl) {
 		rules = []rebuildRule{{comment: "plain-jobs' unique rule", definition: plainJobsRebuild}}
 	}
-	return files(l, rules)
+	return files(rl, rules)
 }
 
 // rebuildRule is a unique rule a down file rebuilds CONCURRENTLY.
@@ -68,7 +68,7 @@ type rebuildRule struct {
 // files renders l's migration; rules are the unique rules down rebuilds,
 // one file each, or nil when they are only known at run time (one file
 // rebuilds what the cutover saved, inside a transaction).
-func files(l layout.Layout, rules []rebuildRule) (map[string]string, error) {
+func files(l layout.Resolved, rules []rebuildRule) (map[string]string, error) {
 	d := newTmplData(l, DefaultLockTimeout)
 	files := map[string]string{}
 	n := 0
@@ -136,10 +136,6 @@ func files(l layout.Layout, rules []rebuildRule) (map[string]string, error) {
 // added or dropped before up runs, write them again (the cutover back
 // refuses to finish while a saved rule is not rebuilt).
 func FilesFor(ctx context.Context, databaseURL string, l layout.Layout) (map[string]string, error) {
-	l = l.WithDefaults()
-	if err := l.Validate(); err != nil {
-		return nil, err
-	}
 	r, err := newRunner(ctx, databaseURL, l, Options{}, "sql")
 	if err != nil {
 		return nil, err
@@ -152,7 +148,7 @@ func FilesFor(ctx context.Context, databaseURL string, l layout.Layout) (map[str
 	rules := []rebuildRule{}
 	if in.version != nil && len(in.version.saved) > 0 {
 		for _, s := range in.version.saved {
-			def, err := s.concurrentRebuild(newTmplData(l, 0).VersionTable)
+			def, err := s.concurrentRebuild(newTmplData(r.l, 0).VersionTable)
 			if err != nil {
 				return nil, err
 			}
@@ -166,7 +162,7 @@ func FilesFor(ctx context.Context, databaseURL string, l layout.Layout) (map[str
 				}
 				def, err := renameKeyInIndexDef(ix.definition)
 				if err != nil {
-					return nil, fmt.Errorf("unique rule %s on %s: %w", layout.Ident(ix.name), l.Table(t.name), err)
+					return nil, fmt.Errorf("unique rule %s on %s: %w", layout.Ident(ix.name), r.l.Table(t.name), err)
 				}
 				rules = append(rules, rebuildRule{index: ix.name, comment: "The unique rule " + ix.name + " as the cutover will save it",
 					definition: "CREATE UNIQUE INDEX CONCURRENTLY " + def})
@@ -175,7 +171,7 @@ func FilesFor(ctx context.Context, databaseURL string, l layout.Layout) (map[str
 	}
 	// One order before and after the cutover, whatever the catalog's.
 	slices.SortFunc(rules, func(a, b rebuildRule) int { return strings.Compare(a.index, b.index) })
-	return files(l, rules)
+	return files(r.l, rules)
 }
 
 // renameKeyInIndexDef turns a unique index's pg_get_indexdef, read before
@@ -264,8 +260,8 @@ func fileTitle(s string) string {
 }
 
 // isPlainJobs reports plain-jobs' own layout, whose unique rule is known.
-func isPlainJobs(l layout.Layout) bool {
-	pj := layout.PlainJobs().WithDefaults()
+func isPlainJobs(l layout.Resolved) bool {
+	pj := layout.PlainJobs()
 	return l.Schema == pj.Schema && l.ClassColumn == pj.ClassColumn && l.RequestsTable == pj.RequestsTable &&
 		l.ProcessesTable == pj.ProcessesTable && l.ResultsTable == pj.ResultsTable && !l.SingleTable()
 }

@@ -17,9 +17,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/migrate-unique/migrate-unique/internal/layout"
 	"github.com/migrate-unique/migrate-unique/internal/lockid"
 	"github.com/migrate-unique/migrate-unique/internal/pgurl"
+	"github.com/migrate-unique/migrate-unique/layout"
 )
 
 // Defaults of Options.
@@ -175,7 +175,7 @@ type step struct {
 // runner holds a run's connection and options.
 type runner struct {
 	url  string
-	l    layout.Layout
+	l    layout.Resolved
 	opts Options
 	conn *pgx.Conn
 	pid  uint32
@@ -210,16 +210,20 @@ func applicationName(direction string) string {
 
 var applicationNameRE = regexp.MustCompile(`^migrate-unique (\w+) pid=(\d+) host=(.*)$`)
 
+// newRunner resolves l, the one place a database entry point (Up, Down,
+// Plan, Status, FilesFor) defaults and validates its layout, and connects.
+// direction is "up" or "down" for a run that changes the database, else
+// the read-only command's name.
 func newRunner(ctx context.Context, url string, l layout.Layout, opts Options, direction string) (*runner, error) {
-	l = l.WithDefaults()
-	if err := l.Validate(); err != nil {
+	rl, err := l.Resolve()
+	if err != nil {
 		return nil, err
 	}
 	conn, err := pgurl.Connect(ctx, url, applicationName(direction))
 	if err != nil {
 		return nil, err
 	}
-	r := &runner{url: url, l: l, opts: opts.withDefaults(), conn: conn, pid: conn.PgConn().PID()}
+	r := &runner{url: url, l: rl, opts: opts.withDefaults(), conn: conn, pid: conn.PgConn().PID()}
 	// Through a pooler, the process id the connection was given is the
 	// pooler's, not the server process's that runs the statements.
 	var serverPID uint32

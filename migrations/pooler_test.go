@@ -8,8 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/migrate-unique/migrate-unique/internal/layout"
 	"github.com/migrate-unique/migrate-unique/internal/testdb"
+	"github.com/migrate-unique/migrate-unique/layout"
 	"github.com/migrate-unique/migrate-unique/migrations"
 	"github.com/migrate-unique/migrate-unique/testdata/legacy"
 )
@@ -85,9 +85,9 @@ END $$`); err != nil {
 			t.Fatal(err)
 		}
 		if wantLock != "7s" || wantStmt != "1h" {
-		t.Fatalf("the database defaults did not apply: %s, %s", wantLock, wantStmt)
-	}
-	if lock != wantLock || stmt != wantStmt {
+			t.Fatalf("the database defaults did not apply: %s, %s", wantLock, wantStmt)
+		}
+		if lock != wantLock || stmt != wantStmt {
 			t.Errorf("a pooled server connection has lock_timeout %s, statement_timeout %s; the server's are %s, %s", lock, stmt, wantLock, wantStmt)
 		}
 		if prepared != 0 {

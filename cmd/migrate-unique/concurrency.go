@@ -18,8 +18,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/migrate-unique/migrate-unique/compat"
-	"github.com/migrate-unique/migrate-unique/internal/layout"
 	"github.com/migrate-unique/migrate-unique/internal/pgurl"
+	"github.com/migrate-unique/migrate-unique/layout"
 )
 
 // Owned by the execution issue: concurrency status | release | set.
@@ -459,11 +459,11 @@ var classColumns = []string{"job_class", "job_type", "kind"}
 // that leads with the class column are read (the counting indexes of up),
 // so a misspelt group costs index probes, never a scan of a large table.
 func groupKnown(ctx context.Context, conn *pgx.Conn, schema, group string) (bool, error) {
-	l := layout.Layout{Schema: schema}
+	qualified := func(name string) string { return layout.Qualified(schema, name) }
 	var known bool
-	err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM `+l.Table(layout.SlotsTable)+` WHERE group_name = $1)
-  OR EXISTS (SELECT 1 FROM `+l.Table(layout.LimitsTable)+` WHERE group_name = $1)
-  OR EXISTS (SELECT 1 FROM `+l.Table(layout.ReschedulesTable)+` WHERE group_name = $1)`, group).Scan(&known)
+	err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM `+qualified(layout.SlotsTable)+` WHERE group_name = $1)
+  OR EXISTS (SELECT 1 FROM `+qualified(layout.LimitsTable)+` WHERE group_name = $1)
+  OR EXISTS (SELECT 1 FROM `+qualified(layout.ReschedulesTable)+` WHERE group_name = $1)`, group).Scan(&known)
 	if err != nil || known {
 		return known, err
 	}
@@ -487,7 +487,7 @@ ORDER BY 1`, schema, classColumns, layout.KeyColumn)
 	}
 	class, key := layout.SplitGroupName(group)
 	for _, t := range tables {
-		q := `SELECT EXISTS (SELECT 1 FROM ` + l.Table(t.name) + ` WHERE ` + layout.Ident(t.class) + ` = $1`
+		q := `SELECT EXISTS (SELECT 1 FROM ` + qualified(t.name) + ` WHERE ` + layout.Ident(t.class) + ` = $1`
 		args := []any{class}
 		if key != "" {
 			q += ` AND ` + layout.Ident(layout.KeyColumn) + ` = $2`

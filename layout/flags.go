@@ -32,11 +32,11 @@ func RegisterFlags(fs *flag.FlagSet) *Flags {
 // flagNames are the flags RegisterFlags adds.
 var flagNames = []string{"schema", "class-column", "requests-table", "processes-table", "results-table", "jobs-table", "state-column", "active-states"}
 
-// Layout returns the layout the flags describe, validated. With no table flag
+// Layout returns the layout the flags describe, resolved. With no table flag
 // at all it is plain-jobs' three tables in --schema. A flag given empty is
 // an error, never its default: a script that passes an unset variable
 // (--schema "$SCHEMA") would otherwise migrate other tables than it meant.
-func (f *Flags) Layout() (Layout, error) {
+func (f *Flags) Layout() (Resolved, error) {
 	var empty []string
 	f.fs.Visit(func(fl *flag.Flag) {
 		if slices.Contains(flagNames, fl.Name) && strings.TrimSpace(fl.Value.String()) == "" {
@@ -44,7 +44,7 @@ func (f *Flags) Layout() (Layout, error) {
 		}
 	})
 	if len(empty) > 0 {
-		return Layout{}, fmt.Errorf("%w: %s given empty: give a name, or leave the flag out for its default", ErrInvalid, strings.Join(empty, ", "))
+		return Resolved{}, fmt.Errorf("%w: %s given empty: give a name, or leave the flag out for its default", ErrInvalid, strings.Join(empty, ", "))
 	}
 	l := f.l
 	if f.states != "" {
@@ -54,16 +54,12 @@ func (f *Flags) Layout() (Layout, error) {
 	}
 	if l.RequestsTable == "" && l.ProcessesTable == "" && l.ResultsTable == "" && l.JobsTable == "" {
 		if l.StateColumn != "" || len(l.ActiveStates) > 0 {
-			return Layout{}, fmt.Errorf("%w: --state-column and --active-states need --jobs-table", ErrInvalid)
+			return Resolved{}, fmt.Errorf("%w: --state-column and --active-states need --jobs-table", ErrInvalid)
 		}
 		pj := PlainJobs()
 		l.RequestsTable, l.ProcessesTable, l.ResultsTable = pj.RequestsTable, pj.ProcessesTable, pj.ResultsTable
 	}
-	l = l.WithDefaults()
-	if err := l.Validate(); err != nil {
-		return Layout{}, err
-	}
-	return l, nil
+	return l.Resolve()
 }
 
 // Args renders the flags that select l, for messages that tell the user how
