@@ -160,7 +160,7 @@ func TestNotFoundListsCandidatesWithTheirFlags(t *testing.T) {
 		`"Billing Queue"."JobRequests", "Billing Queue"."job_processes"`,
 		`--schema 'Billing Queue' --class-column kind --requests-table JobRequests --processes-table job_processes`,
 		`"public"."jobs"`,
-		`--class-column job_type --jobs-table jobs --state-column status --active-states pending,running`,
+		`--class-column job_type --jobs-table jobs --state-column status --active-states pending,running,paused   (the states the unique rule covered: WHERE (status = ANY (ARRAY[`,
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("the message lacks %q:\n%v", want, err)

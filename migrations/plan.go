@@ -20,9 +20,12 @@ type PlannedStep struct {
 	Rows, Bytes int64
 	// Skip says why the step has nothing to do, or "".
 	Skip string
-	// Concurrent steps run outside any transaction; the others run in one
-	// transaction each, with SET LOCAL lock_timeout.
+	// Concurrent steps run outside any transaction (CONCURRENTLY).
 	Concurrent bool
+	// Transaction steps run in one transaction each, with SET LOCAL
+	// lock_timeout, retried after a lock timeout; a step that is neither
+	// (ANALYZE) is one statement on its own, outside any transaction.
+	Transaction bool
 }
 
 // PlanResult is what Plan found and what Up would do.
@@ -76,7 +79,7 @@ func Plan(ctx context.Context, databaseURL string, l layout.Layout) (*PlanResult
 		return nil, err
 	}
 	for i, s := range steps {
-		ps := PlannedStep{Number: i + 1, Name: s.name, SQL: strings.TrimSpace(s.sql), Table: s.table, Lock: s.lock, Skip: s.skip, Concurrent: s.kind == stepConcurrent}
+		ps := PlannedStep{Number: i + 1, Name: s.name, SQL: strings.TrimSpace(s.sql), Table: s.table, Lock: s.lock, Skip: s.skip, Concurrent: s.kind == stepConcurrent, Transaction: s.kind == stepTx}
 		for _, t := range in.tables {
 			if strings.Contains(s.table, r.l.Table(t.name)) {
 				ps.Rows += t.rows

@@ -124,9 +124,12 @@ func runPlan(ctx context.Context, e *env, args []string) error {
 		return nil
 	}
 	for _, s := range p.Steps {
-		how := "in one transaction, lock_timeout bounded, retried"
-		if s.Concurrent {
-			how = "outside any transaction"
+		how := "one statement on its own, outside any transaction"
+		switch {
+		case s.Concurrent:
+			how = "outside any transaction (CONCURRENTLY)"
+		case s.Transaction:
+			how = "in one transaction, lock_timeout bounded, retried"
 		}
 		fmt.Fprintf(e.stdout, "\nstep %d: %s\n  table: %s", s.Number, s.Name, s.Table)
 		if s.Rows > 0 || s.Bytes > 0 {

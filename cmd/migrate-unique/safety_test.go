@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -175,5 +176,68 @@ func TestMigrationCommandsThroughPgBouncer(t *testing.T) {
 	}
 	if after := dbSnapshot(t, db); after != before {
 		t.Fatalf("a refused run through PgBouncer changed the database:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+}
+
+// The README's vet line stops with a message when the binary is not on
+// PATH, instead of running go vet without it (a clean result that checked
+// nothing, as -vettool=$(which migrate-unique) does).
+func TestReadmeVetLineFailsWithoutTheBinary(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var script []string
+	for _, line := range strings.Split(string(b), "\n") {
+		l := strings.TrimSpace(line)
+		if strings.HasPrefix(l, "MU=") || strings.HasPrefix(l, "go vet -vettool=") {
+			script = append(script, strings.TrimSpace(strings.SplitN(l, "#", 2)[0]))
+		}
+	}
+	if len(script) != 2 {
+		t.Fatalf("the README's vet lines: %q", script)
+	}
+	cmd := exec.Command("sh", "-c", strings.Join(script, "\n"))
+	cmd.Dir = t.TempDir()
+	cmd.Env = []string{"PATH=" + filepath.Dir(mustLookPath(t, "go")) + ":/usr/bin:/bin", "HOME=" + t.TempDir()}
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "not on PATH") {
+		t.Fatalf("without the binary the README's vet lines: %v\n%s", err, out)
+	}
+}
+
+func mustLookPath(t *testing.T, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// plan says how each step runs as it does: ANALYZE is one statement on its
+// own, not a transaction.
+func TestPlanSaysHowEachStepRuns(t *testing.T) {
+	db := teamQueueDB(t)
+	out := mustCLI(t, db, "plan")
+	blocks := strings.Split(out, "\nstep ")
+	want := map[string]string{
+		"counting index": "outside any transaction (CONCURRENTLY)",
+		"cutover":        "in one transaction, lock_timeout bounded, retried",
+		"analyze":        "one statement on its own, outside any transaction",
+	}
+	for prefix, how := range want {
+		found := false
+		for _, b := range blocks {
+			if name := strings.SplitN(b, "\n", 2)[0]; strings.Contains(name, ": "+prefix) {
+				found = true
+				if !strings.Contains(b, how) {
+					t.Errorf("plan's %s step does not say %q:\n%s", prefix, how, b)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("plan has no %s step:\n%s", prefix, out)
+		}
 	}
 }
