@@ -189,7 +189,7 @@ var (
 )
 
 // statesOf reads the states a predicate limits stateCol to. Conditions on
-// the key column alone (IS NOT NULL, > ”) are what an empty key means
+// the key column alone (IS NOT NULL, greater than the empty string) are what an empty key means
 // anyway; any other condition is returned in rest. ok is false when the
 // predicate does not list the states (OR, NOT IN, a comparison).
 func statesOf(pred, stateCol string) (states, rest []string, ok bool) {
