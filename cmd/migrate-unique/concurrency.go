@@ -316,9 +316,9 @@ func runConcurrencySet(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer closeDB()
-	group := pos[0]
+	group, overrides := pos[0], s.Overrides()
 	if *clearIt {
-		had, err := s.ClearLimit(ctx, group)
+		had, err := overrides.ClearLimit(ctx, group)
 		if err != nil {
 			return f.explain(url, err)
 		}
@@ -329,7 +329,7 @@ func runConcurrencySet(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintf(e.stdout, "cleared the override of group %s; the code's limit applies\n", group)
 		return nil
 	}
-	if err := s.SetLimit(ctx, group, *limit, *reason); err != nil {
+	if err := overrides.SetLimit(ctx, group, *limit, *reason); err != nil {
 		return f.explain(url, err)
 	}
 	st, err := s.Status(ctx, group)
