@@ -94,12 +94,13 @@ func ExampleClient_RetrySweep() {
 		log.Fatal(err)
 	}
 	rep, err := c.RetrySweep(ctx, compat.RetryOptions{
-		// The limit a retry is admitted under, by class and stored key.
-		Limit: func(class, key string) (int, bool) {
-			if class == "app.jobs.ChargeJob" {
-				return 2, true
-			}
-			return 1, key != ""
+		// Each class's job type, rebuilt from the stored parameters: a
+		// retry is admitted under the limit its job value declares, as
+		// Enqueue reads it. A class not listed falls back to the legacy
+		// reading (limit 1 for a keyed job).
+		Classes: compat.Classes{
+			"app.jobs.ChargeJob": compat.Decode[ChargeJob],
+			"app.jobs.SendEmail": compat.Decode[SendEmail],
 		},
 		Backoff: func(attempt int) time.Duration { return time.Duration(attempt) * 30 * time.Second },
 	})
