@@ -132,3 +132,28 @@ func ExampleScheduled() {
 	// daily-report:scheduled:1795341600 1
 	// daily-report:scheduled:1795341600 daily-report:scheduled: 1
 }
+
+// A service that only enqueues steers a group's limit without building
+// the slot API: the override wins over the code's limit at once.
+func ExampleOverrides() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+	ov, err := compat.NewOverrides(compat.Pgx(pool), layout.PlainJobs())
+	if err != nil {
+		log.Fatal(err)
+	}
+	group := compat.GroupName("app.jobs.ChargeJob", "customer-7")
+	if err := ov.SetLimit(ctx, group, 0, "incident 123: hold this customer's charges"); err != nil {
+		log.Fatal(err)
+	}
+	if o, ok, err := ov.Get(ctx, group); err == nil && ok {
+		fmt.Printf("%s: limit %d since %s (%s)\n", o.Group, o.Limit, o.UpdatedAt.Format(time.RFC3339), o.Reason)
+	}
+	if _, err := ov.ClearLimit(ctx, group); err != nil {
+		log.Fatal(err)
+	}
+}
