@@ -354,9 +354,9 @@ func runConcurrencySet(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer db.close()
-	shown := escapeControl(group)
+	shown, overrides := escapeControl(group), db.slots.Overrides()
 	if *clearIt {
-		had, err := db.slots.ClearLimit(ctx, group)
+		had, err := overrides.ClearLimit(ctx, group)
 		if err != nil {
 			return f.explain(db.url, err)
 		}
@@ -381,7 +381,7 @@ func runConcurrencySet(ctx context.Context, e *env, args []string) error {
 		}
 		fmt.Fprintf(e.stderr, "warning: %s; setting it anyway (--force)\n", msg)
 	}
-	if err := db.slots.SetLimit(ctx, group, *limit, *reason); err != nil {
+	if err := overrides.SetLimit(ctx, group, *limit, *reason); err != nil {
 		return f.explain(db.url, err)
 	}
 	// The override is written: say so before anything else can fail.
