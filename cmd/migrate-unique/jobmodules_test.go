@@ -213,3 +213,42 @@ func TestJobModulesBothWays(t *testing.T) {
 		})
 	}
 }
+
+// TestLintAndRewriteArguments: lint and rewrite read their arguments the
+// same way, as go vet does (package patterns, or .go files naming their
+// packages), and outside any module both say there is no go.mod there.
+func TestLintAndRewriteArguments(t *testing.T) {
+	bin := buildTool(t)
+	m := readJobModule(t, "a_noimport.txtar")
+	dir := m.extract(t)
+
+	byPattern, code := m.run(t, dir, bin, "lint", "./billing")
+	if code != 1 {
+		t.Fatalf("lint ./billing: exit %d\n%s", code, byPattern)
+	}
+	byFile, code := m.run(t, dir, bin, "lint", "billing/billing.go")
+	if code != 1 || byFile != byPattern {
+		t.Errorf("lint billing/billing.go: exit %d, output differs from lint ./billing:\n%s\n---\n%s", code, byFile, byPattern)
+	}
+	if !strings.Contains(byFile, "job type ChargeJob") || strings.Contains(byFile, "app/app.go") {
+		t.Errorf("lint billing/billing.go: want the billing package's findings only:\n%s", byFile)
+	}
+	diff, code := m.run(t, dir, bin, "rewrite", "-diff", "billing/billing.go", "app/app.go", "queue/queue.go")
+	if code != 1 || !strings.Contains(diff, "+func (j *ChargeJob) ConcurrencyLimit() (int, bool) {") {
+		t.Errorf("rewrite -diff with file arguments: exit %d\n%s", code, diff)
+	}
+	if out, code := m.run(t, dir, bin, "lint", "billing/nosuch.go"); code != 2 || !strings.Contains(out, "billing/nosuch.go: not a Go file") {
+		t.Errorf("lint of a missing file: exit %d\n%s", code, out)
+	}
+
+	outside := t.TempDir()
+	for _, args := range [][]string{{"lint"}, {"rewrite", "-diff"}, {"rewrite", "-w", "./..."}} {
+		cmd := exec.Command(bin, args...)
+		cmd.Dir = outside
+		cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=")
+		out, err := cmd.CombinedOutput()
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "no go.mod in "+outside) || !strings.Contains(string(out), "cd into the module's directory") {
+			t.Errorf("%v outside a module: %v\n%s", args, err, out)
+		}
+	}
+}
