@@ -96,9 +96,10 @@ func (p *pass) declOf(types_ ...types.Type) ast.Node {
 // useOf finds the use that makes a value of type rhs an lhs: an expression
 // of type rhs passed, assigned, returned or stored where an lhs is
 // expected. It prefers a use whose target has type lhs exactly, else the
-// first use of a value of type rhs in such a place.
+// first use of a value of type rhs in such a place, else the first
+// expression of type rhs.
 func (p *pass) useOf(lhs, rhs types.Type) ast.Node {
-	var exact, first ast.Node
+	var exact, first, anyUse ast.Node
 	isRHS := func(e ast.Expr) bool {
 		t := p.TypesInfo.TypeOf(e)
 		return t != nil && types.Identical(t, rhs)
@@ -118,6 +119,9 @@ func (p *pass) useOf(lhs, rhs types.Type) ast.Node {
 		ast.Inspect(f, func(n ast.Node) bool {
 			if exact != nil {
 				return false
+			}
+			if e, ok := n.(ast.Expr); ok && anyUse == nil && isRHS(e) {
+				anyUse = e
 			}
 			switch x := n.(type) {
 			case *ast.CallExpr:
@@ -182,10 +186,13 @@ func (p *pass) useOf(lhs, rhs types.Type) ast.Node {
 			return true
 		})
 	}
-	if exact != nil {
+	switch {
+	case exact != nil:
 		return exact
+	case first != nil:
+		return first
 	}
-	return first
+	return anyUse // a use this walk has no rule for: the first value of the type
 }
 
 // unseenJob reports whether t is a job type of another package whose own
