@@ -165,7 +165,7 @@ func newProgram(s *settings, roots []*packages.Package) *Program {
 		tn    *types.TypeName
 		named *types.Named
 	}
-	var types_ []candidate
+	var cands []candidate
 	for _, pkg := range all {
 		if !inRun(pkg) {
 			continue
@@ -181,7 +181,7 @@ func newProgram(s *settings, roots []*packages.Package) *Program {
 			if !ok || types.IsInterface(named) {
 				continue
 			}
-			types_ = append(types_, candidate{tn, named})
+			cands = append(cands, candidate{tn, named})
 			key := typeKey(tn)
 			migrates, kept := false, ""
 			for _, j := range ifaces {
@@ -213,7 +213,7 @@ func newProgram(s *settings, roots []*packages.Package) *Program {
 
 	// The non-job types of the run that promote a legacy method of the run.
 	seenPromoter := map[string]bool{}
-	for _, c := range types_ {
+	for _, c := range cands {
 		if pr.jobs[typeKey(c.tn)] {
 			continue
 		}

@@ -506,7 +506,7 @@ func (p *pass) planJobType(c jobCandidate) {
 	}
 	if ext := p.externalFor(tn); migrated == nil && ext != "" {
 		p.report(at, at, CodeExternal, fmt.Sprintf(
-			"job type %s is used as %s, which this run does not migrate: keep UniqueKey until that interface moves to ConcurrencyKey",
+			"job type %s implements %s, which this run does not migrate (its package does not import it, the run sees it elsewhere): keep UniqueKey until that interface moves to ConcurrencyKey",
 			tn.Name(), ext), nil)
 		return
 	}
