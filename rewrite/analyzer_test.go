@@ -27,6 +27,7 @@ func TestMigrateJobModules(t *testing.T) {
 		cfg     analyzer.Config
 	}{
 		{archive: "jobs.txtar", tags: []string{"integration"}},
+		{archive: "external_unimported.txtar"},
 		{archive: "interface.txtar", cfg: analyzer.Config{
 			Interfaces: []string{"example.com/mod/queue.Task"},
 			Renames: map[string]string{
@@ -38,12 +39,14 @@ func TestMigrateJobModules(t *testing.T) {
 		t.Run(tc.archive, func(t *testing.T) {
 			ctx := context.Background()
 			m := extract(t, tc.archive)
-			a, err := analyzer.New(tc.cfg)
-			if err != nil {
+			if _, err := analyzer.New(tc.cfg); err != nil {
 				t.Fatal(err)
 			}
+			// The job model of the whole run, as the command uses it.
+			opts := m.options(nil, tc.tags...)
+			opts.Program = tc.cfg.ForProgram
 			before := m.snapshot(t)
-			res, err := rewrite.Plan(ctx, m.options(a, tc.tags...))
+			res, err := rewrite.Plan(ctx, opts)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -109,7 +112,7 @@ func TestMigrateJobModules(t *testing.T) {
 				m.goRun(t, "test", "-tags", tags, "./...")
 			}
 
-			again, err := rewrite.Plan(ctx, m.options(a, tc.tags...))
+			again, err := rewrite.Plan(ctx, opts)
 			if err != nil {
 				t.Fatal(err)
 			}
