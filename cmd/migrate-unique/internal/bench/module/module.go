@@ -4,9 +4,11 @@
 package module
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/migrate-unique/migrate-unique/internal/jobmodgen"
 )
@@ -39,6 +41,32 @@ func Generate(prefix string, o Options) (work, mod string, st jobmodgen.Stats, e
 		return "", "", st, err
 	}
 	return work, mod, st, nil
+}
+
+// Touch writes a file declaring a fresh constant (named name, exported when
+// name is) into every package directory of the generated module, so that
+// every package of it must be compiled, or vetted, again: in the registered
+// layout no package is imported by all the others.
+func Touch(mod, name string) error {
+	entries, err := os.ReadDir(mod)
+	if err != nil {
+		return err
+	}
+	stamp := time.Now().Format(time.RFC3339Nano)
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		matches, err := filepath.Glob(filepath.Join(mod, e.Name(), "*.go"))
+		if err != nil || len(matches) == 0 {
+			continue
+		}
+		src := fmt.Sprintf("package %s\n\n// %s changes with every run of the benchmark.\nconst %s = %q\n", e.Name(), name, name, stamp)
+		if err := os.WriteFile(filepath.Join(mod, e.Name(), "nonce.go"), []byte(src), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // LastLines returns at most n last lines of out.
