@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -31,9 +32,23 @@ const (
 type Option func(*options)
 
 type options struct {
-	logger *slog.Logger
-	tp     trace.TracerProvider
-	mp     metric.MeterProvider
+	logger   *slog.Logger
+	tp       trace.TracerProvider
+	mp       metric.MeterProvider
+	lockWait time.Duration
+	waitSet  bool
+}
+
+// WithLockWait bounds how long an enqueue waits for a group's lock that
+// another transaction holds (a caller's transaction that enqueued into the
+// group and has not committed, for one): past it the enqueue fails with
+// ErrLockTimeout and inserts nothing. It is the transaction's lock_timeout
+// while the enqueue runs (restored afterwards in a caller's transaction), so
+// it bounds the insert's other lock waits too. Default DefaultLockWait; 0
+// leaves the session's lock_timeout in force (PostgreSQL's default: wait
+// without bound).
+func WithLockWait(d time.Duration) Option {
+	return func(o *options) { o.lockWait, o.waitSet = max(d, 0), true }
 }
 
 // WithLogger sets the logger. The runtime logs admissions and skips at
@@ -111,6 +126,9 @@ func (ins *instruments) class(class string) metric.MeasurementOption {
 }
 
 func (o *options) defaults() {
+	if !o.waitSet {
+		o.lockWait = DefaultLockWait
+	}
 	if o.logger == nil {
 		o.logger = slog.New(slog.DiscardHandler)
 	}
