@@ -118,3 +118,37 @@ func TestLockWaitIsBounded(t *testing.T) {
 		t.Fatalf("%d jobs in the group, want 0 (%v)", n, err)
 	}
 }
+
+// TestStatusShowsTheLockHolder: while a caller's transaction holds a
+// group's lock, Status names its session.
+func TestStatusShowsTheLockHolder(t *testing.T) {
+	q := newQueue(t, legacy.PlainJobs, true)
+	ctx := t.Context()
+	tx, err := q.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := q.c.EnqueueTx(ctx, Pgx(tx), Job{Class: "wait.Job", Value: Limit("held", 2)}); err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	if err := tx.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewSlots(Pgx(q.pool), legacy.PlainJobs.Layout, SlotsOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := s.Status(ctx, "wait.Job::held")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.LockHolders) != 1 || st.LockHolders[0].PID != pid || st.LockHolders[0].Mode != "ExclusiveLock" || st.LockHolders[0].XactStart == nil {
+		t.Fatalf("lock holders %+v, want pid %d exclusive", st.LockHolders, pid)
+	}
+	_ = tx.Rollback(ctx)
+	if st, err = s.Status(ctx, "wait.Job::held"); err != nil || len(st.LockHolders) != 0 {
+		t.Fatalf("after rollback: %+v, %v", st.LockHolders, err)
+	}
+}
