@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/migrate-unique/migrate-unique/internal/layout"
 	"github.com/migrate-unique/migrate-unique/internal/lockid"
+	"github.com/migrate-unique/migrate-unique/layout"
 )
 
 // The admission protocol (SPEC 3), for a batch of jobs in one transaction:

@@ -8,8 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5/stdlib"
 
-	"github.com/migrate-unique/migrate-unique/internal/layout"
 	"github.com/migrate-unique/migrate-unique/internal/lockid"
+	"github.com/migrate-unique/migrate-unique/layout"
 	"github.com/migrate-unique/migrate-unique/testdata/legacy"
 )
 
@@ -35,7 +35,7 @@ func clients(t *testing.T, q *queue) map[string]*Client {
 	t.Helper()
 	sqlDB := stdlib.OpenDBFromPool(q.pool)
 	t.Cleanup(func() { _ = sqlDB.Close() })
-	viaSQL, err := NewClient(SQL(sqlDB), q.l)
+	viaSQL, err := NewClient(SQL(sqlDB), q.l.Layout)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
-	"github.com/migrate-unique/migrate-unique/internal/layout"
+	"github.com/migrate-unique/migrate-unique/layout"
 )
 
 // Errors callers branch on. Every error the runtime returns for one of these
@@ -102,7 +102,7 @@ type JobRef struct {
 // Client enqueues jobs into one queue layout. It is safe for concurrent use.
 type Client struct {
 	db     DB
-	l      layout.Layout
+	l      layout.Resolved
 	o      options
 	tracer trace.Tracer
 	// tracing is false when the tracer provider is the no-op one.
@@ -120,11 +120,11 @@ type Client struct {
 // pool (Pgx(pool) or SQL(db)); Enqueue runs each call in its own
 // transaction there, and EnqueueTx joins a caller's transaction.
 func NewClient(db DB, l layout.Layout, opts ...Option) (*Client, error) {
-	l = l.WithDefaults()
-	if err := l.Validate(); err != nil {
+	rl, err := l.Resolve()
+	if err != nil {
 		return nil, fmt.Errorf("compat: %w", err)
 	}
-	c := &Client{db: db, l: l}
+	c := &Client{db: db, l: rl}
 	for _, o := range opts {
 		o(&c.o)
 	}
@@ -139,8 +139,8 @@ func NewClient(db DB, l layout.Layout, opts ...Option) (*Client, error) {
 	return c, nil
 }
 
-// Layout returns the client's layout.
-func (c *Client) Layout() layout.Layout { return c.l }
+// Layout returns the client's layout, resolved.
+func (c *Client) Layout() layout.Resolved { return c.l }
 
 // Enqueue admits and inserts one job in its own transaction.
 func (c *Client) Enqueue(ctx context.Context, job Job) (Result, error) {

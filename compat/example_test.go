@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/migrate-unique/migrate-unique/compat"
+	"github.com/migrate-unique/migrate-unique/layout"
 )
 
 // ChargeJob charges one customer; at most two charges of one customer run
@@ -40,7 +41,7 @@ func ExampleClient_Enqueue() {
 		log.Fatal(err)
 	}
 	defer pool.Close()
-	c, err := compat.NewClient(compat.Pgx(pool), compat.PlainJobs())
+	c, err := compat.NewClient(compat.Pgx(pool), layout.PlainJobs())
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -63,7 +64,7 @@ func ExampleClient_EnqueueTx() {
 		log.Fatal(err)
 	}
 	defer pool.Close()
-	c, err := compat.NewClient(compat.Pgx(pool), compat.PlainJobs())
+	c, err := compat.NewClient(compat.Pgx(pool), layout.PlainJobs())
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -88,7 +89,7 @@ func ExampleClient_RetrySweep() {
 		log.Fatal(err)
 	}
 	defer pool.Close()
-	c, err := compat.NewClient(compat.Pgx(pool), compat.PlainJobs())
+	c, err := compat.NewClient(compat.Pgx(pool), layout.PlainJobs())
 	if err != nil {
 		log.Fatal(err)
 	}

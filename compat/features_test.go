@@ -16,7 +16,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
-	"github.com/migrate-unique/migrate-unique/internal/layout"
+	"github.com/migrate-unique/migrate-unique/layout"
 	"github.com/migrate-unique/migrate-unique/testdata/legacy"
 )
 
@@ -144,7 +144,7 @@ func TestConcurrentSweepersNeverRetryTwice(t *testing.T) {
 	retried := make([]int, sweepers)
 	errs := make([]error, sweepers)
 	for i := range sweepers {
-		c, err := NewClient(Pgx(q.pool), q.l)
+		c, err := NewClient(Pgx(q.pool), q.l.Layout)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -369,14 +369,14 @@ func TestBeforeAndAfterTheMigration(t *testing.T) {
 				t.Fatalf("%d rows after the refused jobs, want the 3 admitted", n)
 			}
 			// A second client whose cached view of the schema will go stale.
-			stale, err := NewClient(Pgx(q.pool), q.l)
+			stale, err := NewClient(Pgx(q.pool), q.l.Layout)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if r, err := stale.Enqueue(ctx, Job{Class: "stale", Value: legacyJob{"z"}}); err != nil || !r.Inserted() {
 				t.Fatalf("stale client before the migration: %+v %v", r, err)
 			}
-			migrate(t, q.url, q.l)
+			migrate(t, q.url, q.l.Layout)
 			if r, err := stale.Enqueue(ctx, Job{Class: "stale", Value: legacyJob{"z"}}); err != nil || r.Inserted() {
 				t.Fatalf("stale client after the migration (renamed column): %+v %v", r, err)
 			}

@@ -9,8 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/migrate-unique/migrate-unique/internal/layout"
 	"github.com/migrate-unique/migrate-unique/internal/testdb"
+	"github.com/migrate-unique/migrate-unique/layout"
 	"github.com/migrate-unique/migrate-unique/testdata/legacy"
 )
 
@@ -102,7 +102,7 @@ func hammer(t *testing.T, groups []hammerGroup, overrides map[[2]string]int) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { conn.Close(context.Background()) })
-		c, err := NewClient(Pgx(conn), q.l)
+		c, err := NewClient(Pgx(conn), q.l.Layout)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,8 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/migrate-unique/migrate-unique/internal/layout"
 	"github.com/migrate-unique/migrate-unique/internal/testdb"
+	"github.com/migrate-unique/migrate-unique/layout"
 	"github.com/migrate-unique/migrate-unique/migrations"
 	"github.com/migrate-unique/migrate-unique/testdata/legacy"
 )
@@ -17,7 +17,7 @@ import (
 // migration engine or left as it is.
 type queue struct {
 	url    string
-	l      layout.Layout
+	l      layout.Resolved
 	schema legacy.Schema
 	pool   *pgxpool.Pool
 	c      *Client
@@ -44,7 +44,7 @@ func newQueue(t *testing.T, s legacy.Schema, migrated bool, opts ...Option) *que
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &queue{url: url, l: s.Layout, schema: s, pool: pool, c: c}
+	return &queue{url: url, l: s.Resolved, schema: s, pool: pool, c: c}
 }
 
 func migrate(t *testing.T, url string, l layout.Layout) {

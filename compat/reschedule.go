@@ -13,7 +13,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
 
-	"github.com/migrate-unique/migrate-unique/internal/layout"
+	"github.com/migrate-unique/migrate-unique/layout"
 )
 
 // DefaultRescheduleDelay is how far a busy job is pushed back when no delay
@@ -56,7 +56,7 @@ type Rescheduled struct {
 // through the queue's normal attempt path; this is only for "busy".
 type Rescheduler struct {
 	db     DB
-	l      layout.Layout
+	l      layout.Resolved
 	opts   RescheduleOptions
 	log    *slog.Logger
 	count  metric.Int64Counter
@@ -69,7 +69,8 @@ func NewRescheduler(db DB, l layout.Layout, opts RescheduleOptions) (*Reschedule
 	if db == nil {
 		return nil, fmt.Errorf("%w: the database handle is nil", ErrSlotArgument)
 	}
-	if err := l.Validate(); err != nil {
+	rl, err := l.Resolve()
+	if err != nil {
 		return nil, err
 	}
 	switch {
@@ -89,7 +90,7 @@ func NewRescheduler(db DB, l layout.Layout, opts RescheduleOptions) (*Reschedule
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	r := &Rescheduler{db: db, l: l.WithDefaults(), opts: opts, log: opts.Logger}
+	r := &Rescheduler{db: db, l: rl, opts: opts, log: opts.Logger}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}
@@ -97,7 +98,6 @@ func NewRescheduler(db DB, l layout.Layout, opts RescheduleOptions) (*Reschedule
 	if mp == nil {
 		mp = noop.NewMeterProvider()
 	}
-	var err error
 	r.count, err = mp.Meter(instrumentationName).Int64Counter("compat.reschedules",
 		metric.WithDescription("Jobs rescheduled because their slot was busy (no attempt counted)."),
 		metric.WithUnit("{reschedule}"))

@@ -11,8 +11,8 @@ import (
 	"github.com/DATA-DOG/go-sqlmock"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/migrate-unique/migrate-unique/internal/layout"
 	"github.com/migrate-unique/migrate-unique/internal/testdb"
+	"github.com/migrate-unique/migrate-unique/layout"
 	"github.com/migrate-unique/migrate-unique/migrations"
 	"github.com/migrate-unique/migrate-unique/testdata/legacy"
 )
@@ -114,7 +114,7 @@ func TestRescheduleOptions(t *testing.T) {
 // and migrated (concurrency_key, runtime tables).
 func slotMigratedDB(t *testing.T, s legacy.Schema) string {
 	t.Helper()
-	key := s.Key(0) + "/migrated/" + strings.Join(s.Layout.RuntimeDDL(), ";")
+	key := s.Key(0) + "/migrated/" + strings.Join(s.Resolved.RuntimeDDL(), ";")
 	return testdb.New(t, testdb.FromTemplate(key, func(ctx context.Context, url string) error {
 		if err := s.LoadURL(ctx, url, 0); err != nil {
 			return err
@@ -264,14 +264,14 @@ VALUES ($1, 'Export', 'acct-7', '{"acct": 7}', 5, 'reports', 3, 1, 'worker-1')`,
 		t.Run(tt.schema.Name, func(t *testing.T) {
 			t.Parallel()
 			url := slotMigratedDB(t, tt.schema)
-			l := tt.schema.Layout
+			l := tt.schema.Resolved
 			pool := slotTestPool(t, url, 2)
 			ctx := t.Context()
 			const uuid = "6f1c2a9e-0d4b-4c1e-9a57-3b8e2f0c7d11"
 			if _, err := pool.Exec(ctx, tt.process, uuid); err != nil {
 				t.Fatal(err)
 			}
-			r, err := NewRescheduler(Pgx(pool), l, RescheduleOptions{Delay: 2 * time.Second, NoJitter: true})
+			r, err := NewRescheduler(Pgx(pool), l.Layout, RescheduleOptions{Delay: 2 * time.Second, NoJitter: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -295,7 +295,7 @@ VALUES ($1, 'Export', 'acct-7', '{"acct": 7}', 5, 'reports', 3, 1, 'worker-1')`,
 	}
 }
 
-func slotCheckRequest(t *testing.T, pool *pgxpool.Pool, l layout.Layout, params, uuid string, res Rescheduled) {
+func slotCheckRequest(t *testing.T, pool *pgxpool.Pool, l layout.Resolved, params, uuid string, res Rescheduled) {
 	t.Helper()
 	var (
 		attempt, priority, retries int

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/migrate-unique/migrate-unique/internal/layout"
+	"github.com/migrate-unique/migrate-unique/layout"
 )
 
 // column is what the runtime needs to know of one column.
@@ -47,7 +47,7 @@ func (t *table) keyColumn() string {
 // schema is the catalog's view of a layout, read once per Client and again
 // when a statement finds it stale (the migration ran under a live runtime).
 type schema struct {
-	l         layout.Layout
+	l         layout.Resolved
 	requests  *table // the table new jobs go to (the jobs table when single-table)
 	processes *table // nil for single-table layouts and when absent
 	results   *table // nil when the layout has none
@@ -85,8 +85,7 @@ WHERE n.nspname = $1 AND c.relkind IN ('r', 'p') AND c.relname IN ($2, $3, $4, $
 
 // inspect reads the layout's tables from the catalog and checks that the
 // runtime can work on them.
-func inspect(ctx context.Context, db Executor, l layout.Layout) (*schema, error) {
-	l = l.WithDefaults()
+func inspect(ctx context.Context, db Executor, l layout.Resolved) (*schema, error) {
 	names := []string{l.RequestsTable, l.ProcessesTable, l.ResultsTable, layout.LimitsTable}
 	if l.SingleTable() {
 		names = []string{l.JobsTable, "", "", layout.LimitsTable}

@@ -12,7 +12,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
 
-	"github.com/migrate-unique/migrate-unique/internal/layout"
+	"github.com/migrate-unique/migrate-unique/layout"
 )
 
 // ErrLeaseLost is returned by Release and Extend when the lease's token is no
@@ -71,19 +71,23 @@ type SlotsOptions struct {
 // concurrent use.
 type Slots struct {
 	db      DB
-	l       layout.Layout
+	l       layout.Resolved
 	log     *slog.Logger
 	metrics slotMetrics
 }
 
 // NewSlots returns the slot lease API on db for the layout's schema, whose
-// tables the migration creates (layout.Layout.RuntimeDDL).
+// tables the migration creates (layout.Resolved.RuntimeDDL). An invalid
+// layout is an error wrapping layout.ErrInvalid.
 func NewSlots(db DB, l layout.Layout, opts SlotsOptions) (*Slots, error) {
 	if db == nil {
 		return nil, fmt.Errorf("%w: the database handle is nil", ErrSlotArgument)
 	}
-	l = l.WithDefaults()
-	s := &Slots{db: db, l: l, log: opts.Logger}
+	rl, err := l.Resolve()
+	if err != nil {
+		return nil, fmt.Errorf("compat: %w", err)
+	}
+	s := &Slots{db: db, l: rl, log: opts.Logger}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}

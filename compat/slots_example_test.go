@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/migrate-unique/migrate-unique/compat"
+	"github.com/migrate-unique/migrate-unique/layout"
 )
 
 // A group of at most 10 concurrent SMTP sends, whatever the backlog: take a
@@ -21,7 +22,7 @@ func ExampleSlots_Acquire() {
 		log.Fatal(err)
 	}
 	defer pool.Close()
-	s, err := compat.NewSlots(compat.Pgx(pool), compat.PlainJobs(), compat.SlotsOptions{
+	s, err := compat.NewSlots(compat.Pgx(pool), layout.PlainJobs(), compat.SlotsOptions{
 		Logger:        nil,                      // debug lines only; nil discards them
 		MeterProvider: nil,                      // nil: no metrics
 		GaugeGroups:   []string{"Mailer::smtp"}, // per-group gauges are opt-in: group names are unbounded
@@ -54,7 +55,7 @@ func ExampleRescheduler_Reschedule() {
 		log.Fatal(err)
 	}
 	defer pool.Close()
-	l := compat.Layout{JobsTable: "jobs", StateColumn: "state", ActiveStates: []string{"queued", "running"}}
+	l := layout.Layout{JobsTable: "jobs", StateColumn: "state", ActiveStates: []string{"queued", "running"}}
 	r, err := compat.NewRescheduler(compat.Pgx(pool), l, compat.RescheduleOptions{
 		Delay:  5 * time.Second, // default DefaultRescheduleDelay
 		Jitter: 0.2,             // default DefaultRescheduleJitter; NoJitter: exactly Delay

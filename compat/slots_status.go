@@ -6,8 +6,8 @@ import (
 	"sort"
 	"time"
 
-	"github.com/migrate-unique/migrate-unique/internal/layout"
 	"github.com/migrate-unique/migrate-unique/internal/lockid"
+	"github.com/migrate-unique/migrate-unique/layout"
 )
 
 // SlotStatus is one slot row of a group.

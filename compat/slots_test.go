@@ -10,18 +10,28 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/migrate-unique/migrate-unique/internal/layout"
 	"github.com/migrate-unique/migrate-unique/internal/testdb"
+	"github.com/migrate-unique/migrate-unique/layout"
 )
 
 // slotTestLayout is a two-table layout without a results table, so its
 // RuntimeDDL is only the runtime's own tables (no skip column to add).
-var slotTestLayout = layout.Layout{Schema: "public", RequestsTable: "slot_test_requests"}.WithDefaults()
+var slotTestLayout = layout.Layout{Schema: "public", RequestsTable: "slot_test_requests"}
+
+// mustResolve resolves l or fails the test.
+func mustResolve(t testing.TB, l layout.Layout) layout.Resolved {
+	t.Helper()
+	r, err := l.Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
 
 // slotTestDB returns a fresh database holding the runtime's tables.
 func slotTestDB(t *testing.T) string {
 	t.Helper()
-	ddl := slotTestLayout.RuntimeDDL()
+	ddl := mustResolve(t, slotTestLayout).RuntimeDDL()
 	return testdb.New(t, testdb.FromTemplate("compat/slots/"+strings.Join(ddl, ";"), func(ctx context.Context, url string) error {
 		conn, err := pgx.Connect(ctx, url)
 		if err != nil {

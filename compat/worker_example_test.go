@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/migrate-unique/migrate-unique/compat"
+	"github.com/migrate-unique/migrate-unique/layout"
 )
 
 // A worker process runs each job of a limited group under a slot lease; a
@@ -21,7 +22,7 @@ func ExampleWorker_Run() {
 		log.Fatal(err)
 	}
 	defer pool.Close()
-	l := compat.Layout{JobsTable: "jobs", StateColumn: "state", ActiveStates: []string{"queued", "running"}}
+	l := layout.Layout{JobsTable: "jobs", StateColumn: "state", ActiveStates: []string{"queued", "running"}}
 	slots, err := compat.NewSlots(compat.Pgx(pool), l, compat.SlotsOptions{})
 	if err != nil {
 		log.Fatal(err)

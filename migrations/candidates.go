@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/migrate-unique/migrate-unique/internal/layout"
+	"github.com/migrate-unique/migrate-unique/layout"
 )
 
 type foundTable struct {
@@ -18,7 +18,7 @@ type foundTable struct {
 // grouped into layouts with the flags that select them, and completes the
 // missing messages with near misses (same name in another case or schema).
 // An error means the tables could not be listed; missing is returned as is.
-func findCandidates(ctx context.Context, q querier, l layout.Layout, missing []string) ([]Candidate, []string, error) {
+func findCandidates(ctx context.Context, q querier, l layout.Resolved, missing []string) ([]Candidate, []string, error) {
 	rows, err := q.Query(ctx, `
 SELECT n.nspname::text, c.relname::text,
        ARRAY(SELECT a.attname::text FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum)
@@ -48,7 +48,7 @@ ORDER BY 1, 2`)
 		var near []string
 		for _, t := range all {
 			if strings.EqualFold(t.name, want) && !(t.name == want && t.schema == l.Schema) {
-				near = append(near, layout.Layout{Schema: t.schema}.Table(t.name))
+				near = append(near, layout.Qualified(t.schema, t.name))
 			}
 		}
 		switch {
@@ -118,7 +118,7 @@ func candidate(l layout.Layout) Candidate {
 		c.Args = "(the default flags)"
 	}
 	for _, t := range l.Tables() {
-		c.Tables = append(c.Tables, l.Table(t))
+		c.Tables = append(c.Tables, layout.Qualified(l.Schema, t))
 	}
 	return c
 }

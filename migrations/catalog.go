@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/migrate-unique/migrate-unique/internal/layout"
+	"github.com/migrate-unique/migrate-unique/layout"
 )
 
 // querier is what the catalog reads need: *pgx.Conn and pgx.Tx satisfy it.
@@ -97,7 +97,7 @@ type versionRow struct {
 
 // inspection is a read-only snapshot of everything the migration decides on.
 type inspection struct {
-	l             layout.Layout
+	l             layout.Resolved
 	schemaExists  bool
 	tables        []tableInfo
 	indexes       map[string][]indexInfo
@@ -129,8 +129,7 @@ func (in *inspection) table(name string) *tableInfo {
 	return nil
 }
 
-func inspect(ctx context.Context, q querier, l layout.Layout) (*inspection, error) {
-	l = l.WithDefaults()
+func inspect(ctx context.Context, q querier, l layout.Resolved) (*inspection, error) {
 	in := &inspection{l: l, indexes: map[string][]indexInfo{}}
 	if err := q.QueryRow(ctx, "SELECT current_setting('server_version_num')::int, EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)", l.Schema).
 		Scan(&in.serverVersion, &in.schemaExists); err != nil {
@@ -199,7 +198,7 @@ WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')`, l.Schema, 
 	return in, nil
 }
 
-func readIndexes(ctx context.Context, q querier, l layout.Layout, table string) ([]indexInfo, error) {
+func readIndexes(ctx context.Context, q querier, l layout.Resolved, table string) ([]indexInfo, error) {
 	rows, err := q.Query(ctx, `
 SELECT i.relname::text, x.indisunique, x.indisprimary, x.indisvalid, am.amname::text,
        ARRAY(SELECT pg_get_indexdef(x.indexrelid, k, true) FROM generate_series(1, x.indnkeyatts) AS k),
@@ -231,7 +230,7 @@ ORDER BY i.relname`, l.Schema, table)
 	return out, nil
 }
 
-func readVersion(ctx context.Context, q querier, l layout.Layout) (*versionRow, error) {
+func readVersion(ctx context.Context, q querier, l layout.Resolved) (*versionRow, error) {
 	var v versionRow
 	var saved []byte
 	err := q.QueryRow(ctx, "SELECT state, tool_version, saved, updated_at FROM "+l.Table(layout.VersionTable)+" WHERE layout = $1", layoutID(l)).
@@ -257,7 +256,7 @@ const yieldingAutovacuum = `(a.backend_type = 'autovacuum worker' AND coalesce(a
 
 // readSessions lists other sessions that hold or wait for a lock on a table
 // of the layout, with the age of their transaction.
-func readSessions(ctx context.Context, q querier, l layout.Layout) ([]session, error) {
+func readSessions(ctx context.Context, q querier, l layout.Resolved) ([]session, error) {
 	rows, err := q.Query(ctx, `
 SELECT DISTINCT ON (a.pid, c.relname) a.pid, coalesce(a.state, ''), 
        coalesce(extract(epoch FROM now() - a.xact_start), 0)::float8,

@@ -9,7 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/migrate-unique/migrate-unique/internal/layout"
+	"github.com/migrate-unique/migrate-unique/layout"
 )
 
 // Down rolls Up back online. A read-only scan first looks for groups that
@@ -185,9 +185,9 @@ func kept(ctx context.Context, r *runner, in *inspection) []string {
 // scanDuplicates finds, read-only, every group with more rows than a saved
 // unique rule allows: rows under the rule's predicate, NULL keys excluded
 // (unless the rule says NULLS NOT DISTINCT), grouped by its columns.
-func scanDuplicates(ctx context.Context, q querier, l layout.Layout, saved []SavedUnique) ([]DuplicateGroup, error) {
+func scanDuplicates(ctx context.Context, q querier, l layout.Resolved, saved []SavedUnique) ([]DuplicateGroup, error) {
 	var out []DuplicateGroup
-	class := layout.Ident(l.WithDefaults().ClassColumn)
+	class := layout.Ident(l.ClassColumn)
 	for _, s := range saved {
 		if len(s.Columns) == 0 {
 			continue

@@ -9,7 +9,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/migrate-unique/migrate-unique/internal/layout"
+	"github.com/migrate-unique/migrate-unique/layout"
 	"github.com/migrate-unique/migrate-unique/migrations"
 )
 

@@ -11,7 +11,7 @@ import (
 	"github.com/golang-migrate/migrate/v4/source"
 	"github.com/golang-migrate/migrate/v4/source/iofs"
 
-	"github.com/migrate-unique/migrate-unique/internal/layout"
+	"github.com/migrate-unique/migrate-unique/layout"
 )
 
 // PlainJobsFiles holds Files(layout.PlainJobs()) as committed in plainjobs/,
@@ -47,15 +47,15 @@ const nothingToDo = "-- Nothing to do in this direction.\n"
 // use FilesFor, which reads the rules from the database and rebuilds them
 // CONCURRENTLY, or roll back with Down.
 func Files(l layout.Layout) (map[string]string, error) {
-	l = l.WithDefaults()
-	if err := l.Validate(); err != nil {
+	rl, err := l.Resolve()
+	if err != nil {
 		return nil, err
 	}
 	var rules []rebuildRule
-	if isPlainJobs(l) {
+	if isPlainJobs(rl) {
 		rules = []rebuildRule{{comment: "plain-jobs' unique rule", definition: plainJobsRebuild}}
 	}
-	return files(l, rules, nil)
+	return files(rl, rules, nil)
 }
 
 // rebuildRule is a unique rule a down file rebuilds CONCURRENTLY.
@@ -70,7 +70,7 @@ type rebuildRule struct {
 // rebuilds what the cutover saved, inside a transaction). prefix are the
 // prefix indexes the key column's collation needs (FilesFor knows it;
 // Files assumes a bytewise key column).
-func files(l layout.Layout, rules []rebuildRule, prefix []countingIndex) (map[string]string, error) {
+func files(l layout.Resolved, rules []rebuildRule, prefix []countingIndex) (map[string]string, error) {
 	d := newTmplData(l, DefaultLockTimeout)
 	files := map[string]string{}
 	n := 0
@@ -141,10 +141,6 @@ func files(l layout.Layout, rules []rebuildRule, prefix []countingIndex) (map[st
 // added or dropped before up runs, write them again (the cutover back
 // refuses to finish while a saved rule is not rebuilt).
 func FilesFor(ctx context.Context, databaseURL string, l layout.Layout) (map[string]string, error) {
-	l = l.WithDefaults()
-	if err := l.Validate(); err != nil {
-		return nil, err
-	}
 	r, err := newRunner(ctx, databaseURL, l, Options{})
 	if err != nil {
 		return nil, err
@@ -157,7 +153,7 @@ func FilesFor(ctx context.Context, databaseURL string, l layout.Layout) (map[str
 	rules := []rebuildRule{}
 	if in.version != nil && len(in.version.saved) > 0 {
 		for _, s := range in.version.saved {
-			def, err := s.concurrentRebuild(newTmplData(l, 0).VersionTable)
+			def, err := s.concurrentRebuild(newTmplData(r.l, 0).VersionTable)
 			if err != nil {
 				return nil, err
 			}
@@ -171,7 +167,7 @@ func FilesFor(ctx context.Context, databaseURL string, l layout.Layout) (map[str
 				}
 				def, err := renameKeyInIndexDef(ix.definition)
 				if err != nil {
-					return nil, fmt.Errorf("unique rule %s on %s: %w", layout.Ident(ix.name), l.Table(t.name), err)
+					return nil, fmt.Errorf("unique rule %s on %s: %w", layout.Ident(ix.name), r.l.Table(t.name), err)
 				}
 				rules = append(rules, rebuildRule{index: ix.name, comment: "The unique rule " + ix.name + " as the cutover will save it",
 					definition: "CREATE UNIQUE INDEX CONCURRENTLY " + def})
@@ -181,12 +177,12 @@ func FilesFor(ctx context.Context, databaseURL string, l layout.Layout) (map[str
 	// One order before and after the cutover, whatever the catalog's.
 	slices.SortFunc(rules, func(a, b rebuildRule) int { return strings.Compare(a.index, b.index) })
 	var prefix []countingIndex
-	for _, ci := range prefixIndexes(l) {
+	for _, ci := range prefixIndexes(r.l) {
 		if t := in.table(ci.table); t != nil && !t.keyBytewise() {
 			prefix = append(prefix, ci)
 		}
 	}
-	return files(l, rules, prefix)
+	return files(r.l, rules, prefix)
 }
 
 // renameKeyInIndexDef turns a unique index's pg_get_indexdef, read before
@@ -275,8 +271,8 @@ func fileTitle(s string) string {
 }
 
 // isPlainJobs reports plain-jobs' own layout, whose unique rule is known.
-func isPlainJobs(l layout.Layout) bool {
-	pj := layout.PlainJobs().WithDefaults()
+func isPlainJobs(l layout.Resolved) bool {
+	pj := layout.PlainJobs()
 	return l.Schema == pj.Schema && l.ClassColumn == pj.ClassColumn && l.RequestsTable == pj.RequestsTable &&
 		l.ProcessesTable == pj.ProcessesTable && l.ResultsTable == pj.ResultsTable && !l.SingleTable()
 }

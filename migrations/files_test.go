@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/migrate-unique/migrate-unique/internal/layout"
+	"github.com/migrate-unique/migrate-unique/layout"
 	"github.com/migrate-unique/migrate-unique/migrations"
 )
 

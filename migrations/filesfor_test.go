@@ -13,8 +13,8 @@ import (
 	"github.com/golang-migrate/migrate/v4/source"
 	"github.com/golang-migrate/migrate/v4/source/iofs"
 
-	"github.com/migrate-unique/migrate-unique/internal/layout"
 	"github.com/migrate-unique/migrate-unique/internal/testdb"
+	"github.com/migrate-unique/migrate-unique/layout"
 	"github.com/migrate-unique/migrate-unique/migrations"
 	"github.com/migrate-unique/migrate-unique/testdata/legacy"
 )
@@ -142,7 +142,7 @@ func TestFilesForRebuildsEachRuleInItsOwnFile(t *testing.T) {
 	ctx := context.Background()
 	s := legacy.TeamQueue
 	dbURL := legacyDB(t, s)
-	l := s.Layout.WithDefaults()
+	l := s.Resolved
 	if _, err := testdb.Connect(t, dbURL).Exec(ctx, "CREATE UNIQUE INDEX a_second_rule ON "+l.Table(l.ProcessesTable)+
 		" (unique_key) WHERE unique_key <> 'unique_key'"); err != nil {
 		t.Fatal(err)
@@ -188,7 +188,7 @@ func TestCutoverBackRefusesAnUnrebuiltRule(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := s.Layout.WithDefaults()
+	l := s.Resolved
 	conn := testdb.Connect(t, dbURL)
 	if _, err := conn.Exec(ctx, "CREATE UNIQUE INDEX late_rule ON "+l.Table(l.ProcessesTable)+" (unique_key)"); err != nil {
 		t.Fatal(err)

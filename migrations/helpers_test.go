@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/migrate-unique/migrate-unique/internal/layout"
 	"github.com/migrate-unique/migrate-unique/internal/testdb"
+	"github.com/migrate-unique/migrate-unique/layout"
 	"github.com/migrate-unique/migrate-unique/testdata/legacy"
 )
 
@@ -31,11 +31,14 @@ type snapshot struct {
 	tables                        []string
 }
 
-func takeSnapshot(t *testing.T, url string, l layout.Layout) snapshot {
+func takeSnapshot(t *testing.T, url string, raw layout.Layout) snapshot {
 	t.Helper()
 	ctx := context.Background()
 	conn := testdb.Connect(t, url)
-	l = l.WithDefaults()
+	l, err := raw.Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
 	var s snapshot
 	s.digest = map[string]string{}
 	query := func(sql string, args ...any) []string {

@@ -13,9 +13,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/migrate-unique/migrate-unique/internal/layout"
 	"github.com/migrate-unique/migrate-unique/internal/lockid"
 	"github.com/migrate-unique/migrate-unique/internal/pgurl"
+	"github.com/migrate-unique/migrate-unique/layout"
 )
 
 // Defaults of Options.
@@ -163,7 +163,7 @@ type step struct {
 // runner holds a run's connection and options.
 type runner struct {
 	url  string
-	l    layout.Layout
+	l    layout.Resolved
 	opts Options
 	conn *pgx.Conn
 	pid  uint32
@@ -181,16 +181,18 @@ func connect(ctx context.Context, url string) (*pgx.Conn, error) {
 	return conn, nil
 }
 
+// newRunner resolves l, the one place a database entry point (Up, Down,
+// Plan, Status, FilesFor) defaults and validates its layout, and connects.
 func newRunner(ctx context.Context, url string, l layout.Layout, opts Options) (*runner, error) {
-	l = l.WithDefaults()
-	if err := l.Validate(); err != nil {
+	rl, err := l.Resolve()
+	if err != nil {
 		return nil, err
 	}
 	conn, err := connect(ctx, url)
 	if err != nil {
 		return nil, err
 	}
-	r := &runner{url: url, l: l, opts: opts.withDefaults(), conn: conn, pid: conn.PgConn().PID()}
+	r := &runner{url: url, l: rl, opts: opts.withDefaults(), conn: conn, pid: conn.PgConn().PID()}
 	// A run never depends on the server's or role's defaults for these.
 	if _, err := conn.Exec(ctx, "SET lock_timeout = 0; SET statement_timeout = 0; SET idle_in_transaction_session_timeout = 0"); err != nil {
 		r.close()

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/migrate-unique/migrate-unique/internal/layout"
+	"github.com/migrate-unique/migrate-unique/layout"
 )
 
 // PlannedStep is one step Up would run.
@@ -75,7 +75,7 @@ func Plan(ctx context.Context, databaseURL string, l layout.Layout) (*PlanResult
 	for i, s := range steps {
 		ps := PlannedStep{Number: i + 1, Name: s.name, SQL: strings.TrimSpace(s.sql), Table: s.table, Lock: s.lock, Skip: s.skip, Concurrent: s.kind == stepConcurrent}
 		for _, t := range in.tables {
-			if strings.Contains(s.table, l.Table(t.name)) {
+			if strings.Contains(s.table, r.l.Table(t.name)) {
 				ps.Rows += t.rows
 				ps.Bytes += t.bytes
 			}

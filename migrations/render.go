@@ -11,8 +11,8 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/migrate-unique/migrate-unique/internal/layout"
 	"github.com/migrate-unique/migrate-unique/internal/version"
+	"github.com/migrate-unique/migrate-unique/layout"
 )
 
 //go:embed templates/*.tmpl
@@ -48,8 +48,7 @@ type tmplData struct {
 	Definition string
 }
 
-func newTmplData(l layout.Layout, lockTimeout time.Duration) tmplData {
-	l = l.WithDefaults()
+func newTmplData(l layout.Resolved, lockTimeout time.Duration) tmplData {
 	d := tmplData{
 		VersionTable: l.Table(layout.VersionTable),
 		LayoutID:     layoutID(l),
@@ -89,7 +88,7 @@ func render(name string, d tmplData) (string, error) {
 
 // layoutID names a layout in the version table: its kind and tables, which
 // is unique within the schema that holds the version table.
-func layoutID(l layout.Layout) string {
+func layoutID(l layout.Resolved) string {
 	if l.SingleTable() {
 		return "single-table:" + l.JobsTable
 	}
@@ -132,8 +131,7 @@ type countingIndex struct {
 	prefix bool
 }
 
-func countingIndexes(l layout.Layout) []countingIndex {
-	l = l.WithDefaults()
+func countingIndexes(l layout.Resolved) []countingIndex {
 	var out []countingIndex
 	for _, t := range l.ActiveTables() {
 		ci := countingIndex{table: t, name: countingIndexName(t)}
@@ -147,7 +145,7 @@ func countingIndexes(l layout.Layout) []countingIndex {
 
 // prefixIndexes are the prefix indexes of l's active tables, one per
 // counting index.
-func prefixIndexes(l layout.Layout) []countingIndex {
+func prefixIndexes(l layout.Resolved) []countingIndex {
 	out := countingIndexes(l)
 	for i := range out {
 		out[i].name, out[i].prefix = prefixIndexName(out[i].table), true
@@ -156,15 +154,15 @@ func prefixIndexes(l layout.Layout) []countingIndex {
 }
 
 // ourIndexes are every index the migration may build on l's tables.
-func ourIndexes(l layout.Layout) []countingIndex {
+func ourIndexes(l layout.Resolved) []countingIndex {
 	return append(countingIndexes(l), prefixIndexes(l)...)
 }
 
-func (ci countingIndex) createSQL(l layout.Layout, keyColumn string) (string, error) {
+func (ci countingIndex) createSQL(l layout.Resolved, keyColumn string) (string, error) {
 	d := newTmplData(l, 0)
 	d.IndexName = layout.Ident(ci.name)
 	d.Table = l.Table(ci.table)
-	d.ClassColumn = layout.Ident(l.WithDefaults().ClassColumn)
+	d.ClassColumn = layout.Ident(l.ClassColumn)
 	d.KeyColumn = layout.Ident(keyColumn)
 	if ci.prefix {
 		d.KeyColumn += ` COLLATE "C"`
@@ -173,7 +171,7 @@ func (ci countingIndex) createSQL(l layout.Layout, keyColumn string) (string, er
 	return render("create_index.sql.tmpl", d)
 }
 
-func dropIndexSQL(l layout.Layout, index string) (string, error) {
+func dropIndexSQL(l layout.Resolved, index string) (string, error) {
 	d := newTmplData(l, 0)
 	d.Index = l.Table(index)
 	return render("drop_index.sql.tmpl", d)

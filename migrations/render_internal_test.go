@@ -7,14 +7,24 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/migrate-unique/migrate-unique/internal/layout"
 	"github.com/migrate-unique/migrate-unique/internal/testdb"
+	"github.com/migrate-unique/migrate-unique/layout"
 )
+
+// mustResolve resolves l or fails the test.
+func mustResolve(t *testing.T, l layout.Layout) layout.Resolved {
+	t.Helper()
+	r, err := l.Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
 
 // The exact statement texts the engine sends for a layout whose names need
 // quoting.
 func TestStatementTextIsPinned(t *testing.T) {
-	l := layout.Layout{Schema: "Billing Queue", ClassColumn: "kind", RequestsTable: "JobRequests", ProcessesTable: "job_processes"}
+	l := mustResolve(t, layout.Layout{Schema: "Billing Queue", ClassColumn: "kind", RequestsTable: "JobRequests", ProcessesTable: "job_processes"})
 	cis := countingIndexes(l)
 	if len(cis) != 2 {
 		t.Fatalf("%d counting indexes, want 2", len(cis))
@@ -33,7 +43,7 @@ func TestStatementTextIsPinned(t *testing.T) {
 	if want := `DROP INDEX CONCURRENTLY IF EXISTS "Billing Queue"."job_processes_concurrency_key_idx";` + "\n"; got != want {
 		t.Errorf("drop:\n got %q\nwant %q", got, want)
 	}
-	st := layout.Layout{JobsTable: "jobs", ClassColumn: "job_type", StateColumn: "status", ActiveStates: []string{"pending", "it's running"}}
+	st := mustResolve(t, layout.Layout{JobsTable: "jobs", ClassColumn: "job_type", StateColumn: "status", ActiveStates: []string{"pending", "it's running"}})
 	got, err = countingIndexes(st)[0].createSQL(st, layout.LegacyKeyColumn)
 	if err != nil {
 		t.Fatal(err)
@@ -118,7 +128,7 @@ func TestLockWaitStartsShortAndGrowsToTheLockTimeout(t *testing.T) {
 // Down must know every table RuntimeDDL creates, or it would leave one
 // behind (or drop one that holds operator data).
 func TestRuntimeTablesCoverRuntimeDDL(t *testing.T) {
-	l := layout.PlainJobs()
+	l := mustResolve(t, layout.PlainJobs())
 	known := map[string]bool{}
 	for _, rt := range runtimeTables {
 		known[l.Table(rt.name)] = true
@@ -145,7 +155,7 @@ func TestNotFoundSaysWhenCandidatesCannotBeListed(t *testing.T) {
 	}
 	missing := []string{`table "public"."plainjobs_jobrequest" does not exist`}
 	nf := &NotFoundError{Missing: missing}
-	nf.Candidates, nf.Missing, nf.listErr = findCandidates(ctx, conn, layout.PlainJobs(), missing)
+	nf.Candidates, nf.Missing, nf.listErr = findCandidates(ctx, conn, mustResolve(t, layout.PlainJobs()), missing)
 	if nf.listErr == nil {
 		t.Fatal("findCandidates on a closed connection reported no error")
 	}

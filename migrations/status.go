@@ -4,8 +4,8 @@ import (
 	"context"
 	"time"
 
-	"github.com/migrate-unique/migrate-unique/internal/layout"
 	"github.com/migrate-unique/migrate-unique/internal/version"
+	"github.com/migrate-unique/migrate-unique/layout"
 )
 
 // TableStatus is one table of the layout.

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/migrate-unique/migrate-unique/internal/layout"
+	"github.com/migrate-unique/migrate-unique/layout"
 )
 
 // Up migrates the layout's tables online (SPEC section 7): preflight,
@@ -271,7 +271,7 @@ func hasFatal(fs []Finding) bool {
 	return false
 }
 
-func isOurs(l layout.Layout, ix indexInfo) bool {
+func isOurs(l layout.Resolved, ix indexInfo) bool {
 	for _, ci := range ourIndexes(l) {
 		if ci.table == ix.table && ci.name == ix.name {
 			return true

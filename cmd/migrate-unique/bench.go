@@ -2,18 +2,25 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
-	"github.com/migrate-unique/migrate-unique/internal/jobmodgen"
+	"github.com/migrate-unique/migrate-unique/cmd/migrate-unique/internal/bench/module"
+	"github.com/migrate-unique/migrate-unique/cmd/migrate-unique/internal/bench/rewrite"
+	"github.com/migrate-unique/migrate-unique/cmd/migrate-unique/internal/bench/slots"
+	"github.com/migrate-unique/migrate-unique/cmd/migrate-unique/internal/bench/vet"
+	"github.com/migrate-unique/migrate-unique/internal/pgurl"
 )
 
-// benches maps a benchmark's name to its runner. Each lives in its own file
-// (bench_NAME.go) next to the issue that owns it.
+// benches maps a benchmark's name to its runner. The runners here only
+// parse flags and print; each benchmark's measuring code is a package of
+// its own under internal/bench.
 var benches = map[string]func(ctx context.Context, e *env, args []string) error{
 	"migration": runBenchMigration,
 	"admission": runBenchAdmission,
@@ -57,20 +64,98 @@ func addModuleFlags(fs *flag.FlagSet) moduleFlags {
 	}
 }
 
-// generate makes a work directory (the caller removes it) and generates the
-// module in -dir or, by default, inside the work directory.
-func (m moduleFlags) generate(prefix string) (work, mod string, st jobmodgen.Stats, err error) {
-	work, err = os.MkdirTemp("", prefix)
+func (m moduleFlags) options() module.Options {
+	return module.Options{Packages: *m.packages, Jobs: *m.jobs, Dir: *m.dir}
+}
+
+// runBenchVet times `go vet -vettool=<this binary>` against plain `go vet`
+// over the same generated module, in the same run, and prints the ratio.
+func runBenchVet(ctx context.Context, e *env, args []string) error {
+	fs := newFlagSet(e, "bench vet", "bench vet [-packages 50] [-jobs 2000] [-runs 3] [-dir DIR]")
+	gen := addModuleFlags(fs)
+	runs := fs.Int("runs", 3, "timed rounds after the warm-up, each with every package of the module changed")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *runs < 1 {
+		return &exitError{code: 2, err: fmt.Errorf("-runs %d: want at least 1", *runs)}
+	}
+	tool, err := os.Executable()
 	if err != nil {
-		return "", "", st, err
+		return fmt.Errorf("find this binary for -vettool: %w", err)
 	}
-	mod = *m.dir
-	if mod == "" {
-		mod = filepath.Join(work, "module")
+	return vet.Run(ctx, vet.Options{Module: gen.options(), Runs: *runs, Tool: tool, Out: e.stdout})
+}
+
+// runBenchRewrite times `migrate-unique rewrite -w` over a generated module
+// next to `go build ./...` of the same module; with rewrite.MeasureArg it
+// is the measuring process of one command.
+func runBenchRewrite(ctx context.Context, e *env, args []string) error {
+	if len(args) > 0 && args[0] == rewrite.MeasureArg {
+		err := rewrite.Measure(ctx, e.stdout, e.stderr, args[1:])
+		if errors.Is(err, rewrite.ErrMeasureUsage) {
+			return &exitError{code: 2, err: err}
+		}
+		return err
 	}
-	if st, err = jobmodgen.Generate(mod, *m.packages, *m.jobs); err != nil {
-		os.RemoveAll(work)
-		return "", "", st, err
+	fs := newFlagSet(e, "bench rewrite", "bench rewrite [-packages 50] [-jobs 2000] [-dir DIR]")
+	gen := addModuleFlags(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
-	return work, mod, st, nil
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find this binary: %w", err)
+	}
+	return rewrite.Run(ctx, rewrite.Options{Module: gen.options(), Self: self, Out: e.stdout})
+}
+
+const benchSlotsUsage = `bench slots [--database URL] [--workers 32] [--limit 10] [--duration 5s] [--json]
+
+Measures slot lease throughput in a scratch schema of its own (created and
+dropped): acquire+release pairs per second with one worker (the baseline),
+then with --workers workers on separate connections sharing one group of
+--limit slots, while an observer samples the slot table and some workers
+abandon short leases and release them after another holder took the slot.
+over_limit_observed and stale_releases_accepted must be 0.`
+
+func runBenchSlots(ctx context.Context, e *env, args []string) error {
+	fs := newFlagSet(e, "bench slots", benchSlotsUsage)
+	database := fs.String("database", "", databaseFlagUsage)
+	workers := fs.Int("workers", 32, "concurrent workers, each on its own connection")
+	limit := fs.Int("limit", 10, "the group's limit")
+	duration := fs.Duration("duration", 5*time.Second, "how long each phase (single worker, then all workers) runs")
+	asJSON := fs.Bool("json", false, "end with one JSON object of the figures")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	switch {
+	case fs.NArg() > 0:
+		return &exitError{code: 2, err: fmt.Errorf("unexpected argument %q; every setting is a flag (see -h)", fs.Arg(0))}
+	case *workers < 1:
+		return &exitError{code: 2, err: fmt.Errorf("--workers %d: want at least 1", *workers)}
+	case *limit < 1:
+		return &exitError{code: 2, err: fmt.Errorf("--limit %d: want at least 1", *limit)}
+	case *duration <= 0:
+		return &exitError{code: 2, err: fmt.Errorf("--duration %v: want a positive duration, e.g. 5s", *duration)}
+	}
+	url, err := pgurl.Resolve(*database)
+	if err != nil {
+		return &exitError{code: 2, err: err}
+	}
+	res, err := slots.Run(ctx, url, slots.Options{Workers: *workers, Limit: *limit, Duration: *duration, Out: e.stdout})
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		b, err := json.Marshal(res)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stdout, "%s\n", b)
+	}
+	if res.OverLimitObserved != 0 || res.StaleReleasesAccepted != 0 {
+		return fmt.Errorf("the slot invariants were broken: %d samples over the limit, %d stale releases accepted", res.OverLimitObserved, res.StaleReleasesAccepted)
+	}
+	return nil
 }

@@ -5,15 +5,15 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/migrate-unique/migrate-unique/internal/admissionbench"
+	"github.com/migrate-unique/migrate-unique/cmd/migrate-unique/internal/bench/admission"
 	"github.com/migrate-unique/migrate-unique/internal/pgurl"
 )
 
 const benchAdmissionUsage = `bench admission [--database URL] [--rows 1000000] [--samples 200] [--json]
 
-Measures the compat runtime's admission check in a scratch schema of its own
-(created and dropped; no other table is touched), next to baselines from the
-same run:
+Measures the compat runtime's admission check in two scratch schemas of its
+own (plain-jobs' real tables, migrated; created and dropped; no other table is
+touched), next to baselines from the same run:
   - contention: 64 clients on separate connections race for one group with
     limit 5; over_admitted (jobs admitted beyond the limit) must be 0;
   - backlog: median enqueue-with-check latency with --rows active rows in the
@@ -46,7 +46,7 @@ func runBenchAdmission(ctx context.Context, e *env, args []string) error {
 		return &exitError{code: 2, err: err}
 	}
 	fmt.Fprintf(e.stdout, "admission benchmark on %s\n", pgurl.Describe(url))
-	r, err := admissionbench.Run(ctx, url, admissionbench.Options{BacklogRows: *rows, Samples: *samples, Progress: e.stdout})
+	r, err := admission.Run(ctx, url, admission.Options{BacklogRows: *rows, Samples: *samples, Progress: e.stdout})
 	if err != nil {
 		return pgurl.RedactError(url, err)
 	}

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/migrate-unique/migrate-unique/internal/admissionbench"
+	"github.com/migrate-unique/migrate-unique/cmd/migrate-unique/internal/bench/admission"
 )
 
 // TestBenchAdmissionFlags: -h documents every flag; bad flags and a missing
@@ -45,7 +45,7 @@ func TestBenchAdmissionJSONKeys(t *testing.T) {
 		Naive        *float64 `json:"naive_backlog_latency_ratio"`
 		Throughput   *float64 `json:"throughput_ratio_vs_insert"`
 	}
-	b, err := json.Marshal(admissionbench.Result{})
+	b, err := json.Marshal(admission.Result{})
 	if err != nil {
 		t.Fatal(err)
 	}

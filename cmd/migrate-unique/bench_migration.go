@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/migrate-unique/migrate-unique/cmd/migrate-unique/internal/bench/migration"
 	"github.com/migrate-unique/migrate-unique/internal/pgurl"
 	"github.com/migrate-unique/migrate-unique/migrations"
 )
@@ -44,7 +45,7 @@ func runBenchMigration(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return &exitError{code: 2, err: err}
 	}
-	res, err := migrations.BenchMigration(ctx, migrations.BenchOptions{
+	res, err := migration.Run(ctx, migration.Options{
 		DatabaseURL: url, Rows: *rows, LockTimeout: *lockTimeout, Hold: *hold, WriterInterval: *interval,
 		KeepExistingIndexes: *keepIdx, Keep: *keep, Out: e.stderr,
 	})

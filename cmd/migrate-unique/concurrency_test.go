@@ -10,16 +10,20 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/migrate-unique/migrate-unique/cmd/migrate-unique/internal/bench/slots"
 	"github.com/migrate-unique/migrate-unique/compat"
-	"github.com/migrate-unique/migrate-unique/internal/layout"
 	"github.com/migrate-unique/migrate-unique/internal/testdb"
+	"github.com/migrate-unique/migrate-unique/layout"
 )
 
 // concurrencyTestDB returns a fresh database holding the runtime tables in
 // schema public, and the slot API on it.
 func concurrencyTestDB(t *testing.T) (string, *compat.Slots) {
 	t.Helper()
-	l := layout.Layout{Schema: "public", RequestsTable: "cli_test_requests"}
+	l, err := layout.Layout{Schema: "public", RequestsTable: "cli_test_requests"}.Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
 	ddl := l.RuntimeDDL()
 	url := testdb.New(t, testdb.FromTemplate("cmd/concurrency/"+strings.Join(ddl, ";"), func(ctx context.Context, url string) error {
 		conn, err := pgx.Connect(ctx, url)
@@ -34,7 +38,7 @@ func concurrencyTestDB(t *testing.T) (string, *compat.Slots) {
 		}
 		return nil
 	}))
-	s, err := compat.NewSlots(compat.Pgx(testdb.Connect(t, url)), l, compat.SlotsOptions{})
+	s, err := compat.NewSlots(compat.Pgx(testdb.Connect(t, url)), l.Layout, compat.SlotsOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +180,7 @@ func TestBenchSlots(t *testing.T) {
 		t.Fatalf("bench slots: exit %d\n%s\n%s", code, out, errOut)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	var res benchSlotsResult
+	var res slots.Result
 	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil {
 		t.Fatalf("last line is not the JSON object: %v\n%s", err, out)
 	}

@@ -6,8 +6,8 @@ import (
 	"io"
 	"time"
 
+	"github.com/migrate-unique/migrate-unique/cmd/migrate-unique/internal/demo"
 	"github.com/migrate-unique/migrate-unique/compat"
-	"github.com/migrate-unique/migrate-unique/internal/demo"
 )
 
 const demoUsage = `demo [--database URL] [--rows N] [--keep]

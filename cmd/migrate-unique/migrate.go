@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/migrate-unique/migrate-unique/internal/layout"
 	"github.com/migrate-unique/migrate-unique/internal/pgurl"
+	"github.com/migrate-unique/migrate-unique/layout"
 	"github.com/migrate-unique/migrate-unique/migrations"
 )
 
@@ -57,14 +57,14 @@ func parseMigrateFlags(e *env, name, usage string, args []string, run bool) (*mi
 	return f, nil
 }
 
-func (f *migrateFlags) resolve() (string, layout.Layout, error) {
+func (f *migrateFlags) resolve() (string, layout.Resolved, error) {
 	l, err := f.layout.Layout()
 	if err != nil {
-		return "", layout.Layout{}, &exitError{code: 2, err: err}
+		return "", layout.Resolved{}, &exitError{code: 2, err: err}
 	}
 	url, err := pgurl.Resolve(*f.database)
 	if err != nil {
-		return "", layout.Layout{}, &exitError{code: 2, err: err}
+		return "", layout.Resolved{}, &exitError{code: 2, err: err}
 	}
 	return url, l, nil
 }
@@ -74,7 +74,7 @@ func (f *migrateFlags) options(e *env) migrations.Options {
 }
 
 // describeLayout renders the layout for a heading line.
-func describeLayout(l layout.Layout) string {
+func describeLayout(l layout.Resolved) string {
 	var ts []string
 	for _, t := range l.Tables() {
 		ts = append(ts, l.Table(t))
@@ -101,11 +101,11 @@ func runPlan(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	p, err := migrations.Plan(ctx, url, l)
+	p, err := migrations.Plan(ctx, url, l.Layout)
 	if err != nil {
 		return pgurl.RedactError(url, err)
 	}
-	fmt.Fprintf(e.stdout, "database: %s\nlayout:   %s\nstate:    %s\n", pgurl.Describe(url), describeLayout(l.WithDefaults()), p.State)
+	fmt.Fprintf(e.stdout, "database: %s\nlayout:   %s\nstate:    %s\n", pgurl.Describe(url), describeLayout(l), p.State)
 	fatal := false
 	if len(p.Findings) > 0 {
 		fmt.Fprintf(e.stdout, "\npreflight:\n")
@@ -176,8 +176,8 @@ func runMigration(ctx context.Context, e *env, name, usage string, args []string
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(e.stdout, "database: %s\nlayout:   %s\n", pgurl.Describe(url), describeLayout(l.WithDefaults()))
-	if _, err := do(ctx, url, l, f.options(e)); err != nil {
+	fmt.Fprintf(e.stdout, "database: %s\nlayout:   %s\n", pgurl.Describe(url), describeLayout(l))
+	if _, err := do(ctx, url, l.Layout, f.options(e)); err != nil {
 		return pgurl.RedactError(url, err)
 	}
 	return nil
@@ -199,11 +199,11 @@ func runStatus(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	st, err := migrations.Status(ctx, url, l)
+	st, err := migrations.Status(ctx, url, l.Layout)
 	if err != nil {
 		return pgurl.RedactError(url, err)
 	}
-	fmt.Fprintf(e.stdout, "database: %s\nlayout:   %s\nstate:    %s\ntool:     migrate-unique %s", pgurl.Describe(url), describeLayout(l.WithDefaults()), st.State, st.ToolVersion)
+	fmt.Fprintf(e.stdout, "database: %s\nlayout:   %s\nstate:    %s\ntool:     migrate-unique %s", pgurl.Describe(url), describeLayout(l), st.State, st.ToolVersion)
 	if st.RecordedVersion != "" {
 		fmt.Fprintf(e.stdout, " (database last written by %s at %s)", st.RecordedVersion, st.RecordedAt.UTC().Format(time.RFC3339))
 	}
@@ -251,9 +251,9 @@ func runSQL(ctx context.Context, e *env, args []string) error {
 	}
 	var files map[string]string
 	if *database != "" {
-		files, err = migrations.FilesFor(ctx, *database, l)
+		files, err = migrations.FilesFor(ctx, *database, l.Layout)
 	} else {
-		files, err = migrations.Files(l)
+		files, err = migrations.Files(l.Layout)
 	}
 	if err != nil {
 		return err

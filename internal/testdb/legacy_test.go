@@ -118,7 +118,7 @@ func TestLegacySchemasHaveTheFieldShape(t *testing.T) {
 			}))
 			conn := testdb.Connect(t, url)
 			ctx := t.Context()
-			l := tt.schema.Layout
+			l := tt.schema.Resolved
 
 			var unique []string
 			rows, err := conn.Query(ctx, `

@@ -14,7 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/migrate-unique/migrate-unique/internal/layout"
+	"github.com/migrate-unique/migrate-unique/layout"
 )
 
 //go:embed *.sql
@@ -24,8 +24,10 @@ var files embed.FS
 type Schema struct {
 	// Name is the file stem: plainjobs, teamqueue or singletable.
 	Name string
-	// Layout selects the schema's tables.
+	// Layout selects the schema's tables, every default filled in.
 	Layout layout.Layout
+	// Resolved is Layout resolved, for code that renders SQL.
+	Resolved layout.Resolved
 	// DDL creates the tables; Seed fills them (see Load).
 	DDL, Seed string
 }
@@ -48,7 +50,11 @@ func mustSchema(name string, l layout.Layout) Schema {
 	if err != nil {
 		panic(err)
 	}
-	return Schema{Name: name, Layout: l.WithDefaults(), DDL: string(ddl), Seed: string(seed)}
+	r, err := l.Resolve()
+	if err != nil {
+		panic(err)
+	}
+	return Schema{Name: name, Layout: r.Layout, Resolved: r, DDL: string(ddl), Seed: string(seed)}
 }
 
 // Key identifies the schema's content with n rows, for template caching.

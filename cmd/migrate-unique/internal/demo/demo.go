@@ -26,9 +26,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/migrate-unique/migrate-unique/compat"
-	"github.com/migrate-unique/migrate-unique/internal/layout"
 	"github.com/migrate-unique/migrate-unique/internal/pgurl"
 	"github.com/migrate-unique/migrate-unique/internal/testdb"
+	"github.com/migrate-unique/migrate-unique/layout"
+	"github.com/migrate-unique/migrate-unique/testdata/legacy"
 )
 
 // DefaultRows is how many pending jobs step 1 creates when Options.Rows is
@@ -89,7 +90,7 @@ func Run(ctx context.Context, o Options) (err error) {
 		o.PrintStatus = printStatusLines
 	}
 	start := time.Now()
-	d := &demo{o: o, out: o.Out, l: layout.PlainJobs()}
+	d := &demo{o: o, out: o.Out, l: legacy.PlainJobs.Resolved}
 	fmt.Fprintf(d.out, "migrate-unique demo: a legacy plain-jobs queue migrated to concurrency keys and limits, and back.\n\n")
 
 	db, err := openDatabase(ctx, o.DatabaseURL, testdb.Finder{}, d.out)
@@ -160,7 +161,7 @@ type demo struct {
 	out  io.Writer
 	url  string
 	pool *pgxpool.Pool
-	l    layout.Layout
+	l    layout.Resolved
 
 	// step 1
 	seedRows   int64  // rows of the three tables after seeding

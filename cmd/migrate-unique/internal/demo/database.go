@@ -8,9 +8,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/migrate-unique/migrate-unique/internal/layout"
 	"github.com/migrate-unique/migrate-unique/internal/pgurl"
 	"github.com/migrate-unique/migrate-unique/internal/testdb"
+	"github.com/migrate-unique/migrate-unique/layout"
+	"github.com/migrate-unique/migrate-unique/testdata/legacy"
 )
 
 // database is where the demo runs, and how to remove it.
@@ -95,7 +96,7 @@ func checkEmpty(ctx context.Context, u string) error {
 		return fmt.Errorf("connect to --database: %w", pgurl.RedactError(u, err))
 	}
 	defer conn.Close(context.Background())
-	l := layout.PlainJobs()
+	l := legacy.PlainJobs.Resolved
 	for _, t := range demoTables {
 		var exists bool
 		if err := conn.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", l.Table(t)).Scan(&exists); err != nil {

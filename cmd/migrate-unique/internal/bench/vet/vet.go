@@ -1,39 +1,46 @@
-package main
+// Package vet times `go vet -vettool=migrate-unique` against plain `go vet`
+// over the same generated job module, in the same run. It backs
+// `migrate-unique bench vet`.
+package vet
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/migrate-unique/migrate-unique/cmd/migrate-unique/internal/bench/module"
 )
 
-// runBenchVet times `go vet -vettool=<this binary>` against plain `go vet`
-// over the same generated module, in the same run, and prints the ratio.
-func runBenchVet(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet(e, "bench vet", "bench vet [-packages 50] [-jobs 2000] [-runs 3] [-dir DIR]")
-	gen := addModuleFlags(fs)
-	runs := fs.Int("runs", 3, "timed rounds after the warm-up, each with every package of the module changed")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if *runs < 1 {
-		return &exitError{code: 2, err: fmt.Errorf("-runs %d: want at least 1", *runs)}
-	}
-	tool, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("find this binary for -vettool: %w", err)
-	}
-	work, mod, st, err := gen.generate("migrate-unique-bench-vet-")
+// Options configures Run.
+type Options struct {
+	// Module sizes the generated module.
+	Module module.Options
+	// Runs is the number of timed rounds after the warm-up.
+	Runs int
+	// Tool is the migrate-unique binary given to go vet -vettool.
+	Tool string
+	// Out receives the progress and figure lines.
+	Out io.Writer
+}
+
+// Run generates the module and vets it with both tools: a warm-up round,
+// then o.Runs timed rounds, each with every package of the module changed.
+// It prints each round and the best of each tool, with their ratio.
+func Run(ctx context.Context, o Options) error {
+	tool := o.Tool
+	work, mod, st, err := module.Generate("migrate-unique-bench-vet-", o.Module)
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(work)
 	want := st.JobTypes + st.Interfaces + st.CallSites
-	fmt.Fprintf(e.stdout, "vet benchmark: %d packages, %d job types, %d findings expected (module %s)\n", st.Packages, st.JobTypes, want, mod)
+	fmt.Fprintf(o.Out, "vet benchmark: %d packages, %d job types, %d findings expected (module %s)\n", st.Packages, st.JobTypes, want, mod)
 	goCmd := func(args ...string) *exec.Cmd {
 		cmd := exec.CommandContext(ctx, "go", args...)
 		cmd.Dir = mod
@@ -50,12 +57,12 @@ func runBenchVet(ctx context.Context, e *env, args []string) error {
 			return plain, withTool, err
 		}
 		if out, err := goCmd("list", "-export", "-deps", "-test", "./...").CombinedOutput(); err != nil {
-			return plain, withTool, fmt.Errorf("build the export data: %v\n%s", err, lastLines(out, 20))
+			return plain, withTool, fmt.Errorf("build the export data: %v\n%s", err, module.LastLines(out, 20))
 		}
 		runPlain := func() error {
 			out, m, err := timed(goCmd("vet", "./..."))
 			if err != nil {
-				return fmt.Errorf("plain go vet failed on the generated module: %v\n%s", err, lastLines(out, 20))
+				return fmt.Errorf("plain go vet failed on the generated module: %v\n%s", err, module.LastLines(out, 20))
 			}
 			plain = m
 			return nil
@@ -73,7 +80,7 @@ func runBenchVet(ctx context.Context, e *env, args []string) error {
 				}
 			}
 			if got != want {
-				return fmt.Errorf("go vet -vettool reported %d findings, want %d:\n%s", got, want, lastLines(out, 20))
+				return fmt.Errorf("go vet -vettool reported %d findings, want %d:\n%s", got, want, module.LastLines(out, 20))
 			}
 			withTool = m
 			return nil
@@ -97,22 +104,22 @@ func runBenchVet(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(e.stdout, "warm-up (standard library facts possibly uncached): go vet %v, go vet -vettool=migrate-unique %v\n", plain, withTool)
+	fmt.Fprintf(o.Out, "warm-up (standard library facts possibly uncached): go vet %v, go vet -vettool=migrate-unique %v\n", plain, withTool)
 	var plains, tools []measure
-	for r := 0; r < *runs; r++ {
+	for r := 0; r < o.Runs; r++ {
 		// Alternate which tool goes first, so neither always meets a
 		// warmer page cache.
 		plain, withTool, err := round(r%2 == 1)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(e.stdout, "round %d: go vet %v, go vet -vettool=migrate-unique %v, wall ratio %.2f, cpu ratio %.2f\n",
+		fmt.Fprintf(o.Out, "round %d: go vet %v, go vet -vettool=migrate-unique %v, wall ratio %.2f, cpu ratio %.2f\n",
 			r+1, plain, withTool, ratio(withTool.wall, plain.wall), ratio(withTool.cpu, plain.cpu))
 		plains, tools = append(plains, plain), append(tools, withTool)
 	}
 	p, t := best(plains), best(tools)
-	fmt.Fprintf(e.stdout, "best of %d rounds (the machine's other load only ever adds time):\n", *runs)
-	fmt.Fprintf(e.stdout, "  %-32s %v\n  %-32s %v\n  %-32s %.2f wall, %.2f cpu (target <= 1.3)\n",
+	fmt.Fprintf(o.Out, "best of %d rounds (the machine's other load only ever adds time):\n", o.Runs)
+	fmt.Fprintf(o.Out, "  %-32s %v\n  %-32s %v\n  %-32s %.2f wall, %.2f cpu (target <= 1.3)\n",
 		"go vet (baseline)", p, "go vet -vettool=migrate-unique", t, "ratio", ratio(t.wall, p.wall), ratio(t.cpu, p.cpu))
 	return nil
 }

@@ -1,4 +1,7 @@
-package migrations
+// Package migration measures the online migration (migrations.Up) against
+// a naive one under the same live load, side by side. It backs
+// `migrate-unique bench migration`.
+package migration
 
 import (
 	"context"
@@ -17,13 +20,14 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/migrate-unique/migrate-unique/internal/layout"
 	"github.com/migrate-unique/migrate-unique/internal/pgurl"
+	"github.com/migrate-unique/migrate-unique/layout"
+	"github.com/migrate-unique/migrate-unique/migrations"
 	"github.com/migrate-unique/migrate-unique/testdata/legacy"
 )
 
-// BenchOptions configures BenchMigration.
-type BenchOptions struct {
+// Options configures Run.
+type Options struct {
 	// DatabaseURL points at a server where the benchmark may create (and
 	// afterwards drop) two databases.
 	DatabaseURL string
@@ -47,8 +51,8 @@ type BenchOptions struct {
 	Out io.Writer
 }
 
-// BenchRun is one migration under load.
-type BenchRun struct {
+// RunFigures is one migration under load.
+type RunFigures struct {
 	// Name says which migration ran.
 	Name string
 	// Duration is the migration's wall time.
@@ -72,22 +76,22 @@ type BenchRun struct {
 	Retries int
 }
 
-// BenchResult is ours and the naive migration side by side.
-type BenchResult struct {
+// Result is ours and the naive migration side by side.
+type Result struct {
 	// Options are the options the benchmark ran with, defaults filled in.
-	Options BenchOptions
+	Options Options
 	// Ours is Up's run; Naive is the baseline's.
-	Ours, Naive BenchRun
+	Ours, Naive RunFigures
 	// Server is the PostgreSQL version.
 	Server string
 }
 
-func (o BenchOptions) withDefaults() BenchOptions {
+func (o Options) withDefaults() Options {
 	if o.Rows <= 0 {
 		o.Rows = 1_000_000
 	}
 	if o.LockTimeout <= 0 {
-		o.LockTimeout = DefaultLockTimeout
+		o.LockTimeout = migrations.DefaultLockTimeout
 	}
 	if o.Hold <= 0 {
 		o.Hold = 3 * o.LockTimeout
@@ -98,17 +102,17 @@ func (o BenchOptions) withDefaults() BenchOptions {
 	return o
 }
 
-// BenchMigration seeds plain-jobs' tables, copies the database, and runs
-// Up on one copy and a naive migration (plain CREATE INDEX, unguarded
+// Run seeds plain-jobs' tables, copies the database, and runs
+// migrations.Up on one copy and a naive migration (plain CREATE INDEX, unguarded
 // renames) on the other, each under the same load: a live writer that does
 // not name the key column, and a reader that holds a lock on the requests
 // table for Hold, taken just before the cutover.
-func BenchMigration(ctx context.Context, o BenchOptions) (*BenchResult, error) {
+func Run(ctx context.Context, o Options) (*Result, error) {
 	o = o.withDefaults()
 	// One writer for every goroutine of the run: the migration's progress,
 	// the writer's and the sampler's lines interleave whole.
 	o.Out = benchLog(o.Out)
-	res := &BenchResult{Options: o}
+	res := &Result{Options: o}
 	logf := func(format string, args ...any) {
 		if o.Out != nil {
 			fmt.Fprintf(o.Out, format+"\n", args...)
@@ -162,16 +166,18 @@ func BenchMigration(ctx context.Context, o BenchOptions) (*BenchResult, error) {
 	}
 	logf("seeded and copied in %s", time.Since(start).Round(time.Second))
 
-	l := legacy.PlainJobs.Layout
+	l := legacy.PlainJobs.Resolved
 	logf("ours: Up under load ...")
 	res.Ours, err = benchRun(ctx, oursURL, l, o, "ours (online)", func(ctx context.Context, beforeCutover func()) (int, error) {
 		var retries atomic.Int64
-		indexSteps := len(countingIndexes(l))
-		_, err := Up(ctx, oursURL, l, Options{
+		// Up's first step is its version table, then one counting index
+		// per active table, then the cutover.
+		indexSteps := len(l.ActiveTables())
+		_, err := migrations.Up(ctx, oursURL, l.Layout, migrations.Options{
 			LockTimeout: o.LockTimeout,
 			MaxAttempts: 100,
 			Out:         o.Out,
-			OnStep: func(r StepResult) {
+			OnStep: func(r migrations.StepResult) {
 				if r.Number == 1+indexSteps {
 					beforeCutover()
 				}
@@ -195,7 +201,7 @@ func BenchMigration(ctx context.Context, o BenchOptions) (*BenchResult, error) {
 
 // naiveMigration is what a hand-written migration does: plain CREATE INDEX,
 // then renames and a DROP INDEX with no lock timeout, each autocommitted.
-func naiveMigration(ctx context.Context, dbURL string, l layout.Layout, beforeCutover func()) error {
+func naiveMigration(ctx context.Context, dbURL string, l layout.Resolved, beforeCutover func()) error {
 	conn, err := connect(ctx, dbURL)
 	if err != nil {
 		return err
@@ -207,8 +213,8 @@ func naiveMigration(ctx context.Context, dbURL string, l layout.Layout, beforeCu
 		}
 		return nil
 	}
-	for _, ci := range countingIndexes(l) {
-		if err := exec("CREATE INDEX " + layout.Ident(ci.name) + " ON " + l.Table(ci.table) + " (" + layout.Ident(l.ClassColumn) + ", " + layout.Ident(layout.LegacyKeyColumn) + ")"); err != nil {
+	for _, t := range l.ActiveTables() {
+		if err := exec("CREATE INDEX " + layout.Ident(t+"_concurrency_key_idx") + " ON " + l.Table(t) + " (" + layout.Ident(l.ClassColumn) + ", " + layout.Ident(layout.LegacyKeyColumn) + ")"); err != nil {
 			return err
 		}
 	}
@@ -229,7 +235,7 @@ func naiveMigration(ctx context.Context, dbURL string, l layout.Layout, beforeCu
 	return exec("ANALYZE " + strings.Join(quotedTables(l), ", "))
 }
 
-func quotedTables(l layout.Layout) []string {
+func quotedTables(l layout.Resolved) []string {
 	var ts []string
 	for _, t := range l.Tables() {
 		ts = append(ts, l.Table(t))
@@ -239,9 +245,9 @@ func quotedTables(l layout.Layout) []string {
 
 // benchRun runs migrate under a paced writer, with a reader that takes its
 // lock when migrate calls beforeCutover, and a pg_locks sampler.
-func benchRun(ctx context.Context, dbURL string, l layout.Layout, o BenchOptions, name string,
-	migrate func(ctx context.Context, beforeCutover func()) (int, error)) (BenchRun, error) {
-	run := BenchRun{Name: name, Exclusive: map[string]time.Duration{}}
+func benchRun(ctx context.Context, dbURL string, l layout.Resolved, o Options, name string,
+	migrate func(ctx context.Context, beforeCutover func()) (int, error)) (RunFigures, error) {
+	run := RunFigures{Name: name, Exclusive: map[string]time.Duration{}}
 	log := o.Out
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -417,7 +423,7 @@ func withDatabase(raw, db string) (string, error) {
 }
 
 // Print renders the two runs side by side with the targets of the issue.
-func (r *BenchResult) Print(w io.Writer) {
+func (r *Result) Print(w io.Writer) {
 	o := r.Options
 	fmt.Fprintf(w, "bench migration: PostgreSQL %s, plain-jobs with %d requests (+%d processes, +%d results)\n", r.Server, o.Rows, o.Rows/10, o.Rows/5)
 	fmt.Fprintf(w, "load: a writer inserting every %s without naming the key; a reader holding ACCESS SHARE on the requests table for %s from just before the cutover; lock timeout %s\n", o.WriterInterval, o.Hold, o.LockTimeout)
@@ -494,4 +500,13 @@ func (s *stampWriter) Write(p []byte) (int, error) {
 		}
 	}
 	return len(p), nil
+}
+
+// connect opens a connection to url; errors never carry the password.
+func connect(ctx context.Context, url string) (*pgx.Conn, error) {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return nil, pgurl.RedactError(url, fmt.Errorf("connect to %s: %w", pgurl.Describe(url), err))
+	}
+	return conn, nil
 }

@@ -1,34 +1,44 @@
-package main
+// Package slots measures the slot lease API (compat.Slots) under many
+// workers against one worker, in a scratch schema of its own, while an
+// observer checks the limit and the fencing tokens. It backs
+// `migrate-unique bench slots`.
+package slots
 
 import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/migrate-unique/migrate-unique/cmd/migrate-unique/internal/bench/scratch"
 	"github.com/migrate-unique/migrate-unique/compat"
-	"github.com/migrate-unique/migrate-unique/internal/layout"
 	"github.com/migrate-unique/migrate-unique/internal/pgurl"
+	"github.com/migrate-unique/migrate-unique/layout"
+	"github.com/migrate-unique/migrate-unique/testdata/legacy"
 )
 
-const benchSlotsUsage = `bench slots [--database URL] [--workers 32] [--limit 10] [--duration 5s] [--json]
+// Options configures Run.
+type Options struct {
+	// Workers is the number of concurrent workers, each on its own
+	// connection.
+	Workers int
+	// Limit is the group's limit.
+	Limit int
+	// Duration is how long each phase (one worker, then all) runs.
+	Duration time.Duration
+	// Out receives the progress and figure lines.
+	Out io.Writer
+}
 
-Measures slot lease throughput in a scratch schema of its own (created and
-dropped): acquire+release pairs per second with one worker (the baseline),
-then with --workers workers on separate connections sharing one group of
---limit slots, while an observer samples the slot table and some workers
-abandon short leases and release them after another holder took the slot.
-over_limit_observed and stale_releases_accepted must be 0.`
-
-// benchSlotsResult is the --json line.
-type benchSlotsResult struct {
+// Result is the run's figures (the --json line).
+type Result struct {
 	Workers                   int     `json:"workers"`
 	Limit                     int     `json:"limit"`
 	DurationSeconds           float64 `json:"duration_seconds"`
@@ -44,81 +54,43 @@ type benchSlotsResult struct {
 	LostReleasesOfLiveHolders int64   `json:"lost_releases"`
 }
 
-func runBenchSlots(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet(e, "bench slots", benchSlotsUsage)
-	database := fs.String("database", "", databaseFlagUsage)
-	workers := fs.Int("workers", 32, "concurrent workers, each on its own connection")
-	limit := fs.Int("limit", 10, "the group's limit")
-	duration := fs.Duration("duration", 5*time.Second, "how long each phase (single worker, then all workers) runs")
-	asJSON := fs.Bool("json", false, "end with one JSON object of the figures")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	switch {
-	case fs.NArg() > 0:
-		return &exitError{code: 2, err: fmt.Errorf("unexpected argument %q; every setting is a flag (see -h)", fs.Arg(0))}
-	case *workers < 1:
-		return &exitError{code: 2, err: fmt.Errorf("--workers %d: want at least 1", *workers)}
-	case *limit < 1:
-		return &exitError{code: 2, err: fmt.Errorf("--limit %d: want at least 1", *limit)}
-	case *duration <= 0:
-		return &exitError{code: 2, err: fmt.Errorf("--duration %v: want a positive duration, e.g. 5s", *duration)}
-	}
-	url, err := pgurl.Resolve(*database)
-	if err != nil {
-		return &exitError{code: 2, err: err}
-	}
-
+// Run creates a scratch queue (plain-jobs' tables migrated by the real
+// migration, so the runtime's tables are there) on the server of url,
+// measures one worker and then o.Workers workers, and drops the queue.
+// A broken invariant is in the Result (OverLimitObserved,
+// StaleReleasesAccepted), not an error.
+func Run(ctx context.Context, url string, o Options) (*Result, error) {
 	var rnd [4]byte
 	_, _ = rand.Read(rnd[:])
-	l := layout.Layout{Schema: "migrate_unique_bench_slots_" + hex.EncodeToString(rnd[:]), RequestsTable: "bench_requests"}
-	admin, err := pgx.Connect(ctx, url)
+	q, err := scratch.New(ctx, url, "migrate_unique_bench_slots_"+hex.EncodeToString(rnd[:]), legacy.PlainJobs)
 	if err != nil {
-		return fmt.Errorf("connect: %w", pgurl.RedactError(url, err))
+		return nil, pgurl.RedactError(url, err)
 	}
-	defer admin.Close(context.Background())
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+layout.Ident(l.Schema)); err != nil {
-		return fmt.Errorf("create the scratch schema: %w", pgurl.RedactError(url, err))
-	}
-	defer admin.Exec(context.Background(), "DROP SCHEMA "+layout.Ident(l.Schema)+" CASCADE") //nolint:errcheck
-	for _, stmt := range l.RuntimeDDL() {
-		if _, err := admin.Exec(ctx, stmt); err != nil {
-			return fmt.Errorf("create the runtime tables: %w", pgurl.RedactError(url, err))
-		}
-	}
-	fmt.Fprintf(e.stdout, "slots benchmark: scratch schema %s on %s, limit %d, %v per phase\n", l.Schema, pgurl.Describe(url), *limit, *duration)
+	defer q.Drop(context.Background()) //nolint:errcheck
+	l := q.Layout
+	fmt.Fprintf(o.Out, "slots benchmark: scratch schema %s on %s, limit %d, %v per phase\n", l.Schema, pgurl.Describe(url), o.Limit, o.Duration)
 
-	base, err := benchSlotsPhase(ctx, url, l, 1, *limit, *duration)
+	base, err := benchSlotsPhase(ctx, url, l, 1, o.Limit, o.Duration)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	fmt.Fprintf(e.stdout, "1 worker (baseline):  %8.0f acquire+release/s\n", base.rate)
-	all, err := benchSlotsPhase(ctx, url, l, *workers, *limit, *duration)
+	fmt.Fprintf(o.Out, "1 worker (baseline):  %8.0f acquire+release/s\n", base.rate)
+	all, err := benchSlotsPhase(ctx, url, l, o.Workers, o.Limit, o.Duration)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	res := benchSlotsResult{
-		Workers: *workers, Limit: *limit, DurationSeconds: duration.Seconds(),
+	res := &Result{
+		Workers: o.Workers, Limit: o.Limit, DurationSeconds: o.Duration.Seconds(),
 		AcquireReleasePerSecond: all.rate, BaselineSingleWorker: base.rate, Ratio: all.rate / base.rate,
 		BusyPerSecond:   all.busyRate,
 		ObserverSamples: all.samples, MaxUnexpiredObserved: all.maxSeen, OverLimitObserved: all.overLimit + base.overLimit,
 		StaleReleasesAttempted: all.staleTried, StaleReleasesAccepted: all.staleAccepted, LostReleasesOfLiveHolders: all.lost,
 	}
-	fmt.Fprintf(e.stdout, "%d workers, limit %d: %8.0f acquire+release/s (ratio %.2f to 1 worker), %.0f busy/s\n",
-		*workers, *limit, all.rate, res.Ratio, all.busyRate)
-	fmt.Fprintf(e.stdout, "observer: %d samples, at most %d unexpired leases, %d over the limit (must be 0)\n", all.samples, all.maxSeen, res.OverLimitObserved)
-	fmt.Fprintf(e.stdout, "stale releases: %d attempted after the slot was retaken, %d accepted (must be 0)\n", all.staleTried, all.staleAccepted)
-	if *asJSON {
-		b, err := json.Marshal(res)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(e.stdout, "%s\n", b)
-	}
-	if res.OverLimitObserved != 0 || res.StaleReleasesAccepted != 0 {
-		return fmt.Errorf("the slot invariants were broken: %d samples over the limit, %d stale releases accepted", res.OverLimitObserved, res.StaleReleasesAccepted)
-	}
-	return nil
+	fmt.Fprintf(o.Out, "%d workers, limit %d: %8.0f acquire+release/s (ratio %.2f to 1 worker), %.0f busy/s\n",
+		o.Workers, o.Limit, all.rate, res.Ratio, all.busyRate)
+	fmt.Fprintf(o.Out, "observer: %d samples, at most %d unexpired leases, %d over the limit (must be 0)\n", all.samples, all.maxSeen, res.OverLimitObserved)
+	fmt.Fprintf(o.Out, "stale releases: %d attempted after the slot was retaken, %d accepted (must be 0)\n", all.staleTried, all.staleAccepted)
+	return res, nil
 }
 
 type benchSlotsFigures struct {
@@ -128,7 +100,7 @@ type benchSlotsFigures struct {
 }
 
 // benchSlotsPhase runs n workers for d on one group and observes it.
-func benchSlotsPhase(ctx context.Context, url string, l layout.Layout, n, limit int, d time.Duration) (benchSlotsFigures, error) {
+func benchSlotsPhase(ctx context.Context, url string, l layout.Resolved, n, limit int, d time.Duration) (benchSlotsFigures, error) {
 	group := fmt.Sprintf("Bench::workers-%d", n)
 	var f benchSlotsFigures
 	var pairs, busy atomic.Int64
@@ -182,7 +154,7 @@ WHERE group_name = $1 AND expires_at > clock_timestamp()`, group).Scan(&unexpire
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s, err := compat.NewSlots(compat.Pgx(conns[w]), l, compat.SlotsOptions{})
+			s, err := compat.NewSlots(compat.Pgx(conns[w]), l.Layout, compat.SlotsOptions{})
 			if err != nil {
 				errs <- err
 				return

@@ -27,9 +27,9 @@ func RegisterFlags(fs *flag.FlagSet) *Flags {
 	return f
 }
 
-// Layout returns the layout the flags describe, validated. With no table flag
+// Layout returns the layout the flags describe, resolved. With no table flag
 // at all it is plain-jobs' three tables in --schema.
-func (f *Flags) Layout() (Layout, error) {
+func (f *Flags) Layout() (Resolved, error) {
 	l := f.l
 	if f.states != "" {
 		for _, s := range strings.Split(f.states, ",") {
@@ -38,16 +38,12 @@ func (f *Flags) Layout() (Layout, error) {
 	}
 	if l.RequestsTable == "" && l.ProcessesTable == "" && l.ResultsTable == "" && l.JobsTable == "" {
 		if l.StateColumn != "" || len(l.ActiveStates) > 0 {
-			return Layout{}, fmt.Errorf("%w: --state-column and --active-states need --jobs-table", ErrInvalid)
+			return Resolved{}, fmt.Errorf("%w: --state-column and --active-states need --jobs-table", ErrInvalid)
 		}
 		pj := PlainJobs()
 		l.RequestsTable, l.ProcessesTable, l.ResultsTable = pj.RequestsTable, pj.ProcessesTable, pj.ResultsTable
 	}
-	l = l.WithDefaults()
-	if err := l.Validate(); err != nil {
-		return Layout{}, err
-	}
-	return l, nil
+	return l.Resolve()
 }
 
 // Args renders the flags that select l, for messages that tell the user how

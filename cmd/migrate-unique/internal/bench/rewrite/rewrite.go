@@ -1,4 +1,7 @@
-package main
+// Package rewrite times `migrate-unique rewrite` over a generated job
+// module next to `go build ./...` of the same module, in the same run, and
+// checks the rewrite's result. It backs `migrate-unique bench rewrite`.
+package rewrite
 
 import (
 	"bytes"
@@ -6,19 +9,22 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/migrate-unique/migrate-unique/cmd/migrate-unique/internal/bench/module"
 )
 
-// measureArg makes `bench rewrite` run one command and record its wall time
-// and the peak resident memory of its largest process into a file. Each
-// measured command gets a measuring process of its own, so the kernel's
-// per-children peak covers that command's process tree only.
-const measureArg = "-measure-into"
+// MeasureArg makes `bench rewrite` run one command and record its wall time
+// and the peak resident memory of its largest process into a file (see
+// Measure). Each measured command gets a measuring process of its own, so
+// the kernel's per-children peak covers that command's process tree only.
+const MeasureArg = "-measure-into"
 
 // measurement is what one measured command cost.
 type measurement struct {
@@ -27,29 +33,29 @@ type measurement struct {
 	ExitCode int
 }
 
-// runBenchRewrite times `migrate-unique rewrite -w` over a generated module
-// next to `go build ./...` of the same module (every package recompiled,
-// the standard library cached), in the same run, and checks the rewrite's
+// Options configures Run.
+type Options struct {
+	// Module sizes the generated module.
+	Module module.Options
+	// Self is the migrate-unique binary: it runs the rewrite, and measures
+	// each command when called with MeasureArg.
+	Self string
+	// Out receives the progress and figure lines.
+	Out io.Writer
+}
+
+// Run times `migrate-unique rewrite -w` over a generated module next to
+// `go build ./...` of the same module (every package recompiled, the
+// standard library cached), in the same run, and checks the rewrite's
 // result.
-func runBenchRewrite(ctx context.Context, e *env, args []string) error {
-	if len(args) > 0 && args[0] == measureArg {
-		return measureCommand(ctx, e, args[1:])
-	}
-	fs := newFlagSet(e, "bench rewrite", "bench rewrite [-packages 50] [-jobs 2000] [-dir DIR]")
-	gen := addModuleFlags(fs)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	self, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("find this binary: %w", err)
-	}
-	work, mod, st, err := gen.generate("migrate-unique-bench-rewrite-")
+func Run(ctx context.Context, o Options) error {
+	self := o.Self
+	work, mod, st, err := module.Generate("migrate-unique-bench-rewrite-", o.Module)
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(work)
-	fmt.Fprintf(e.stdout, "rewrite benchmark: %d packages, %d job types, %d call sites (module %s)\n", st.Packages, st.JobTypes, st.CallSites, mod)
+	fmt.Fprintf(o.Out, "rewrite benchmark: %d packages, %d job types, %d call sites (module %s)\n", st.Packages, st.JobTypes, st.CallSites, mod)
 
 	goEnv := append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off", "GOPROXY=off", "GOTOOLCHAIN=local",
 		"GOCACHE="+filepath.Join(work, "cache"))
@@ -57,11 +63,11 @@ func runBenchRewrite(ctx context.Context, e *env, args []string) error {
 	// binary.
 	measure := func(name string, argv ...string) (measurement, []byte, error) {
 		result := filepath.Join(work, name+".json")
-		cmd := exec.CommandContext(ctx, self, append([]string{"bench", "rewrite", measureArg, result, "--"}, argv...)...)
+		cmd := exec.CommandContext(ctx, self, append([]string{"bench", "rewrite", MeasureArg, result, "--"}, argv...)...)
 		cmd.Dir, cmd.Env = mod, goEnv
 		out, err := cmd.CombinedOutput()
 		if err != nil {
-			return measurement{}, out, fmt.Errorf("%s: %v\n%s", strings.Join(argv, " "), err, lastLines(out, 20))
+			return measurement{}, out, fmt.Errorf("%s: %v\n%s", strings.Join(argv, " "), err, module.LastLines(out, 20))
 		}
 		var m measurement
 		b, err := os.ReadFile(result)
@@ -79,7 +85,7 @@ func runBenchRewrite(ctx context.Context, e *env, args []string) error {
 	warm := exec.CommandContext(ctx, "go", "build", "./...", "testing", "testing/internal/testdeps")
 	warm.Dir, warm.Env = mod, goEnv
 	if out, err := warm.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build ./... of the generated module failed: %v\n%s", err, lastLines(out, 20))
+		return fmt.Errorf("go build ./... of the generated module failed: %v\n%s", err, module.LastLines(out, 20))
 	}
 	nonce := fmt.Sprintf("package queue\n\nconst benchNonce = %q\n", time.Now().Format(time.RFC3339Nano))
 	if err := os.WriteFile(filepath.Join(mod, "queue", "nonce.go"), []byte(nonce), 0o644); err != nil {
@@ -90,7 +96,7 @@ func runBenchRewrite(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	if build.ExitCode != 0 {
-		return fmt.Errorf("go build ./... of the generated module failed:\n%s", lastLines(out, 20))
+		return fmt.Errorf("go build ./... of the generated module failed:\n%s", module.LastLines(out, 20))
 	}
 	// The first rewrite also has the go command compile the module's test
 	// packages for their export data (go build does not build tests); the
@@ -101,53 +107,57 @@ func runBenchRewrite(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	if diff.ExitCode != 1 {
-		return fmt.Errorf("rewrite -diff exited %d, want 1 (a diff):\n%s", diff.ExitCode, lastLines(out, 20))
+		return fmt.Errorf("rewrite -diff exited %d, want 1 (a diff):\n%s", diff.ExitCode, module.LastLines(out, 20))
 	}
 	rw, out, err := measure("rewrite", self, "rewrite", "-w", "./...")
 	if err != nil {
 		return err
 	}
 	if rw.ExitCode != 0 {
-		return fmt.Errorf("rewrite -w failed on the generated module:\n%s", lastLines(out, 20))
+		return fmt.Errorf("rewrite -w failed on the generated module:\n%s", module.LastLines(out, 20))
 	}
 	if want := fmt.Sprintf("job types migrated: %d\n", st.JobTypes); !bytes.Contains(out, []byte(want)) {
-		return fmt.Errorf("rewrite -w did not report %q:\n%s", strings.TrimSpace(want), lastLines(out, 20))
+		return fmt.Errorf("rewrite -w did not report %q:\n%s", strings.TrimSpace(want), module.LastLines(out, 20))
 	}
 	if want := fmt.Sprintf("call sites renamed: %d\n", st.CallSites); !bytes.Contains(out, []byte(want)) {
-		return fmt.Errorf("rewrite -w did not report %q:\n%s", strings.TrimSpace(want), lastLines(out, 20))
+		return fmt.Errorf("rewrite -w did not report %q:\n%s", strings.TrimSpace(want), module.LastLines(out, 20))
 	}
 	// The result must build and be a fixed point; neither is timed.
 	check := exec.CommandContext(ctx, "go", "vet", "./...")
 	check.Dir, check.Env = mod, goEnv
 	if out, err := check.CombinedOutput(); err != nil {
-		return fmt.Errorf("the rewritten module does not vet: %v\n%s", err, lastLines(out, 20))
+		return fmt.Errorf("the rewritten module does not vet: %v\n%s", err, module.LastLines(out, 20))
 	}
 	again := exec.CommandContext(ctx, self, "rewrite", "-diff", "./...")
 	again.Dir, again.Env = mod, check.Env
 	if out, err := again.CombinedOutput(); err != nil {
-		return fmt.Errorf("a second rewrite -diff is not empty: %v\n%s", err, lastLines(out, 20))
+		return fmt.Errorf("a second rewrite -diff is not empty: %v\n%s", err, module.LastLines(out, 20))
 	}
 
 	row := func(name string, m measurement) {
-		fmt.Fprintf(e.stdout, "%-46s %8v %7d MiB %7.2f %7.2f\n", name, m.Wall.Round(10*time.Millisecond), m.PeakKiB/1024,
+		fmt.Fprintf(o.Out, "%-46s %8v %7d MiB %7.2f %7.2f\n", name, m.Wall.Round(10*time.Millisecond), m.PeakKiB/1024,
 			float64(m.Wall)/float64(build.Wall), float64(m.PeakKiB)/float64(build.PeakKiB))
 	}
-	fmt.Fprintf(e.stdout, "%-46s %8s %11s %7s %7s\n", "", "wall", "peak memory", "x wall", "x mem")
+	fmt.Fprintf(o.Out, "%-46s %8s %11s %7s %7s\n", "", "wall", "peak memory", "x wall", "x mem")
 	row("go build ./... (baseline)", build)
 	row("rewrite -diff ./... (first: tests compiled)", diff)
 	row("rewrite -w ./... (second: export data cached)", rw)
-	fmt.Fprintf(e.stdout, "checked: %d job types and %d call sites migrated, the module vets, a second rewrite -diff is empty\n", st.JobTypes, st.CallSites)
+	fmt.Fprintf(o.Out, "checked: %d job types and %d call sites migrated, the module vets, a second rewrite -diff is empty\n", st.JobTypes, st.CallSites)
 	return nil
 }
 
-// measureCommand runs `RESULTFILE -- command args...`, passing its output
-// through, and writes a measurement to RESULTFILE.
-func measureCommand(ctx context.Context, e *env, args []string) error {
+// ErrMeasureUsage is returned by Measure for arguments that are not
+// `RESULTFILE -- command [args]`.
+var ErrMeasureUsage = errors.New("usage: bench rewrite " + MeasureArg + " RESULTFILE -- command [args]")
+
+// Measure runs `RESULTFILE -- command args...`, passing its output
+// through to stdout and stderr, and writes a measurement to RESULTFILE.
+func Measure(ctx context.Context, stdout, stderr io.Writer, args []string) error {
 	if len(args) < 3 || args[1] != "--" {
-		return &exitError{code: 2, err: fmt.Errorf("usage: bench rewrite %s RESULTFILE -- command [args]", measureArg)}
+		return ErrMeasureUsage
 	}
 	cmd := exec.CommandContext(ctx, args[2], args[3:]...)
-	cmd.Stdout, cmd.Stderr = e.stdout, e.stderr
+	cmd.Stdout, cmd.Stderr = stdout, stderr
 	start := time.Now()
 	err := cmd.Run()
 	m := measurement{Wall: time.Since(start)}
@@ -168,13 +178,4 @@ func measureCommand(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	return os.WriteFile(args[0], b, 0o644)
-}
-
-// lastLines returns at most n last lines of out.
-func lastLines(out []byte, n int) string {
-	lines := strings.Split(strings.TrimRight(string(out), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }

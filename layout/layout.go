@@ -1,7 +1,13 @@
 // Package layout describes where a job queue keeps its jobs: the tables,
-// schema and columns that the migration and the compat runtime both work on.
-// One type, one place: every SQL statement the project renders takes its
-// identifiers from a Layout, always quoted.
+// schema and columns that the migration, the compat runtime and the
+// migrate-unique command all work on.
+//
+// Users fill in a [Layout] (or start from [PlainJobs]). [Layout.Resolve]
+// fills every empty name with its default and validates the result once,
+// returning a [Resolved]; the migration and the runtime take a Layout at
+// their entry points, resolve it there, and everything below trusts the
+// Resolved. Every SQL statement the project renders takes its identifiers
+// from a Resolved, always quoted.
 package layout
 
 import (
@@ -34,14 +40,20 @@ const (
 
 // Plain-jobs' own table names, the default two-table layout.
 const (
-	PlainJobsRequests  = "plainjobs_jobrequest"
+	// PlainJobsRequests is plain-jobs' table of pending jobs.
+	PlainJobsRequests = "plainjobs_jobrequest"
+	// PlainJobsProcesses is plain-jobs' table of running jobs.
 	PlainJobsProcesses = "plainjobs_jobprocess"
-	PlainJobsResults   = "plainjobs_jobresult"
+	// PlainJobsResults is plain-jobs' table of finished jobs.
+	PlainJobsResults = "plainjobs_jobresult"
 )
 
 // Layout is where a queue keeps its active jobs. It is either two-table
 // (RequestsTable, ProcessesTable and optionally ResultsTable) or single-table
-// (JobsTable with StateColumn and ActiveStates), never both.
+// (JobsTable with StateColumn and ActiveStates), never both. Empty names take
+// their defaults when the layout is resolved (see [Layout.Resolve]). Table,
+// schema, column and state names are used exactly as given: every identifier
+// is quoted, so they are case-sensitive.
 type Layout struct {
 	// Schema holds every table of the layout. Default "public".
 	Schema string
@@ -62,10 +74,19 @@ type Layout struct {
 	// ActiveStates lists the states that count as active; the first one is
 	// the state of a newly enqueued or rescheduled job.
 	ActiveStates []string
-	// IDColumn, RunAtColumn, LeaseColumn, WorkerColumn and AttemptColumn
-	// name the single-table columns the runtime reads and writes.
-	// Defaults: "id", "run_at", "lease_until", "worker_id", "attempt".
-	IDColumn, RunAtColumn, LeaseColumn, WorkerColumn, AttemptColumn string
+	// IDColumn, RunAtColumn, LeaseColumn and WorkerColumn name the
+	// single-table columns the runtime's Rescheduler reads and writes.
+	// Defaults: "id", "run_at", "lease_until", "worker_id".
+	IDColumn, RunAtColumn, LeaseColumn, WorkerColumn string
+}
+
+// Resolved is a Layout with every empty name set to its default, that passed
+// validation. Get one from [Layout.Resolve]; code that takes a Resolved
+// trusts it and never defaults or validates again. Treat it as read-only:
+// to change a name, change the Layout and resolve it again.
+type Resolved struct {
+	// Layout is the complete layout: no name that has a default is empty.
+	Layout
 }
 
 // PlainJobs returns plain-jobs' own layout: three tables in schema public.
@@ -79,8 +100,21 @@ func PlainJobs() Layout {
 	}
 }
 
-// WithDefaults fills every empty name with its default.
-func (l Layout) WithDefaults() Layout {
+// Resolve returns the layout with every empty name set to its default,
+// validated: the one place where defaults are applied. An unusable layout
+// is an error wrapping [ErrInvalid] that names the field and how to fix it.
+// Resolve checks shape only; whether the tables exist is the caller's job.
+// Resolving a Resolved's Layout again gives the same Resolved.
+func (l Layout) Resolve() (Resolved, error) {
+	l = l.withDefaults()
+	if err := l.validate(); err != nil {
+		return Resolved{}, err
+	}
+	return Resolved{Layout: l}, nil
+}
+
+// withDefaults fills every empty name with its default.
+func (l Layout) withDefaults() Layout {
 	def := func(s *string, v string) {
 		if *s == "" {
 			*s = v
@@ -94,7 +128,6 @@ func (l Layout) WithDefaults() Layout {
 		def(&l.RunAtColumn, "run_at")
 		def(&l.LeaseColumn, "lease_until")
 		def(&l.WorkerColumn, "worker_id")
-		def(&l.AttemptColumn, "attempt")
 	}
 	return l
 }
@@ -102,13 +135,12 @@ func (l Layout) WithDefaults() Layout {
 // SingleTable reports whether the layout is a single jobs table.
 func (l Layout) SingleTable() bool { return l.JobsTable != "" }
 
-// ErrInvalid is wrapped by every error Validate returns.
+// ErrInvalid is wrapped by every error Resolve returns.
 var ErrInvalid = errors.New("invalid layout")
 
-// Validate reports a layout that cannot be used, naming the field and how to
-// fix it. It checks shape only; whether the tables exist is the caller's job.
-func (l Layout) Validate() error {
-	l = l.WithDefaults()
+// validate reports a defaulted layout that cannot be used, naming the field
+// and how to fix it.
+func (l Layout) validate() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
 	}
@@ -131,7 +163,7 @@ func (l Layout) Validate() error {
 		"results table": l.ResultsTable, "jobs table": l.JobsTable,
 		"state column": l.StateColumn, "id column": l.IDColumn,
 		"run_at column": l.RunAtColumn, "lease column": l.LeaseColumn,
-		"worker column": l.WorkerColumn, "attempt column": l.AttemptColumn,
+		"worker column": l.WorkerColumn,
 	}
 	for what, name := range names {
 		if err := checkIdentifier(name); err != nil {
@@ -215,9 +247,11 @@ func (l Layout) PendingState() string {
 
 // Table returns the quoted, schema-qualified name of a table of the layout's
 // schema, for example "public"."plainjobs_jobrequest".
-func (l Layout) Table(name string) string {
-	return pgx.Identifier{l.WithDefaults().Schema, name}.Sanitize()
-}
+func (r Resolved) Table(name string) string { return Qualified(r.Schema, name) }
+
+// Qualified returns the quoted, schema-qualified name of a table, for
+// example "public"."plainjobs_jobrequest".
+func Qualified(schema, table string) string { return pgx.Identifier{schema, table}.Sanitize() }
 
 // Ident quotes one identifier.
 func Ident(name string) string { return pgx.Identifier{name}.Sanitize() }

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/migrate-unique/migrate-unique/compat"
-	"github.com/migrate-unique/migrate-unique/internal/layout"
+	"github.com/migrate-unique/migrate-unique/layout"
 )
 
 // The demo's job classes and their job types: the shop of the example
@@ -147,7 +147,7 @@ RETURNING id`, retryClass, retryKey).Scan(&resultID)
 
 // runUnderSlots is step 4.
 func (d *demo) runUnderSlots(ctx context.Context) error {
-	slots, err := compat.NewSlots(compat.Pgx(d.pool), d.l, compat.SlotsOptions{})
+	slots, err := compat.NewSlots(compat.Pgx(d.pool), d.l.Layout, compat.SlotsOptions{})
 	if err != nil {
 		return err
 	}

@@ -6,12 +6,11 @@ package layout
 // column. Every statement
 // is idempotent. The migration runs them after the cutover; down drops them
 // only while they hold no operator data.
-func (l Layout) RuntimeDDL() []string {
-	l = l.WithDefaults()
+func (r Resolved) RuntimeDDL() []string {
 	stmts := []string{
 		// One row per group whose limit an operator has overridden.
 		// concurrency_limit 0 blocks the group (the maintenance switch).
-		`CREATE TABLE IF NOT EXISTS ` + l.Table(LimitsTable) + ` (
+		`CREATE TABLE IF NOT EXISTS ` + r.Table(LimitsTable) + ` (
     group_name text PRIMARY KEY,
     concurrency_limit integer NOT NULL CHECK (concurrency_limit >= 0),
     reason text NOT NULL DEFAULT '',
@@ -23,7 +22,7 @@ func (l Layout) RuntimeDDL() []string {
 		// release/extend must present the current one. concurrency_limit is
 		// the limit the holder's code asked for, shown by status when no
 		// override is set. expires_at NULL means the slot is free.
-		`CREATE TABLE IF NOT EXISTS ` + l.Table(SlotsTable) + ` (
+		`CREATE TABLE IF NOT EXISTS ` + r.Table(SlotsTable) + ` (
     group_name text NOT NULL,
     slot integer NOT NULL CHECK (slot >= 0),
     job_id text NULL,
@@ -36,7 +35,7 @@ func (l Layout) RuntimeDDL() []string {
 )`,
 		// One row per job that was rescheduled because its slot was busy and
 		// has not run since: how often and since when, so starvation shows.
-		`CREATE TABLE IF NOT EXISTS ` + l.Table(ReschedulesTable) + ` (
+		`CREATE TABLE IF NOT EXISTS ` + r.Table(ReschedulesTable) + ` (
     job_id text PRIMARY KEY,
     group_name text NOT NULL,
     reschedules bigint NOT NULL,
@@ -44,8 +43,8 @@ func (l Layout) RuntimeDDL() []string {
     last_at timestamptz NOT NULL
 )`,
 	}
-	if t := l.SkipTable(); t != "" {
-		stmts = append(stmts, `ALTER TABLE `+l.Table(t)+` ADD COLUMN IF NOT EXISTS `+Ident(SkipMetadataColumn)+` jsonb NULL`)
+	if t := r.SkipTable(); t != "" {
+		stmts = append(stmts, `ALTER TABLE `+r.Table(t)+` ADD COLUMN IF NOT EXISTS `+Ident(SkipMetadataColumn)+` jsonb NULL`)
 	}
 	return stmts
 }

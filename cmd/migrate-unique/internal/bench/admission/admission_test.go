@@ -1,4 +1,4 @@
-package admissionbench
+package admission
 
 import (
 	"os"

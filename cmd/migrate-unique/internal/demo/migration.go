@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/migrate-unique/migrate-unique/compat"
-	"github.com/migrate-unique/migrate-unique/internal/layout"
+	"github.com/migrate-unique/migrate-unique/layout"
 	"github.com/migrate-unique/migrate-unique/migrations"
 	"github.com/migrate-unique/migrate-unique/testdata/legacy"
 )
@@ -67,7 +67,7 @@ func (d *demo) countRows(ctx context.Context) ([3]int64, error) {
 
 // planAndUp is step 2.
 func (d *demo) planAndUp(ctx context.Context) error {
-	p, err := migrations.Plan(ctx, d.url, d.l)
+	p, err := migrations.Plan(ctx, d.url, d.l.Layout)
 	if err != nil {
 		return err
 	}
@@ -99,7 +99,7 @@ func (d *demo) planAndUp(ctx context.Context) error {
 
 	fmt.Fprintf(d.out, "  up:\n")
 	out := &stepLines{w: &indent{w: d.out, prefix: "    "}}
-	rep, err := migrations.Up(ctx, d.url, d.l, migrations.Options{Out: out, Terminal: d.o.Terminal, ProgressEvery: 250 * time.Millisecond})
+	rep, err := migrations.Up(ctx, d.url, d.l.Layout, migrations.Options{Out: out, Terminal: d.o.Terminal, ProgressEvery: 250 * time.Millisecond})
 	out.flush()
 	if err != nil {
 		return err
@@ -117,7 +117,7 @@ func (d *demo) planAndUp(ctx context.Context) error {
 	if after != d.seedRows {
 		return fmt.Errorf("up changed the number of rows from %d to %d", d.seedRows, after)
 	}
-	d.client, err = compat.NewClient(compat.Pgx(d.pool), d.l)
+	d.client, err = compat.NewClient(compat.Pgx(d.pool), d.l.Layout)
 	return err
 }
 
@@ -160,7 +160,7 @@ func (s *stepLines) flush() {
 
 // down is step 6.
 func (d *demo) down(ctx context.Context) error {
-	_, err := migrations.Down(ctx, d.url, d.l, migrations.Options{})
+	_, err := migrations.Down(ctx, d.url, d.l.Layout, migrations.Options{})
 	var dup *migrations.DuplicatesError
 	if !errors.As(err, &dup) {
 		if err == nil {
@@ -178,7 +178,7 @@ func (d *demo) down(ctx context.Context) error {
 	if !found {
 		return fmt.Errorf("the refusal does not name group %s with %d jobs", group, len(d.perKey))
 	}
-	st, err := migrations.Status(ctx, d.url, d.l)
+	st, err := migrations.Status(ctx, d.url, d.l.Layout)
 	if err != nil {
 		return err
 	}
@@ -201,7 +201,7 @@ func (d *demo) down(ctx context.Context) error {
 	d.demoRows -= n.RowsAffected()
 	fmt.Fprintf(d.out, "  deleted the demo's own %d extra jobs of %s (request ids %s)\n", len(ids), group, joinIDs(ids))
 
-	rep, err := migrations.Down(ctx, d.url, d.l, migrations.Options{})
+	rep, err := migrations.Down(ctx, d.url, d.l.Layout, migrations.Options{})
 	if err != nil {
 		return err
 	}
@@ -209,7 +209,7 @@ func (d *demo) down(ctx context.Context) error {
 	for _, k := range rep.Kept {
 		return fmt.Errorf("down kept %s", k)
 	}
-	if st, err = migrations.Status(ctx, d.url, d.l); err != nil {
+	if st, err = migrations.Status(ctx, d.url, d.l.Layout); err != nil {
 		return err
 	}
 	var rule string
