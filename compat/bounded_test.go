@@ -410,3 +410,121 @@ func TestNoOverlapIsExactInEveryCollation(t *testing.T) {
 }
 
 var _ = sql.ErrNoRows
+
+// TestSlotAcquisitionIsBounded: acquiring a slot of a group with limit 3
+// whose limit was lowered from 1000 (its 1000 slot rows not swept yet)
+// reads at most a few rows of the slot table, in every execution mode, with
+// statistics that say such groups are the whole table (taken before 30,000
+// slots of other groups were added) and after them.
+func TestSlotAcquisitionIsBounded(t *testing.T) {
+	ctx := t.Context()
+	q := newQueue(t, legacy.PlainJobs, true)
+	admin := testdb.Connect(t, q.url)
+	// Each run's group had its limit lowered from 1000 to 3: 1000 slot
+	// rows, released, that the sweep has not deleted yet. The statistics
+	// are taken while those groups are the whole table.
+	var groups []string
+	for _, stats := range []string{"stale", "fresh"} {
+		for _, m := range execModes {
+			groups = append(groups, "slots.Hot::"+stats+m.name)
+		}
+	}
+	for _, stmt := range []string{
+		`ALTER TABLE concurrency_slots SET (autovacuum_enabled = false)`,
+		`INSERT INTO concurrency_slots (group_name, slot, concurrency_limit, acquired_at)
+		 SELECT gr, g, 1000, now() FROM unnest($1::text[]) gr, generate_series(0, 999) g`,
+		`ANALYZE concurrency_slots`,
+		`INSERT INTO concurrency_slots (group_name, slot, job_id, worker_id, concurrency_limit, acquired_at, expires_at)
+		 SELECT 'slots.G' || (g / 10), g % 10, 'j' || g, 'w', 10, now(), now() + interval '1 hour' FROM generate_series(0, 29999) g`,
+	} {
+		var args []any
+		if strings.Contains(stmt, "$1") {
+			args = append(args, groups)
+		}
+		if _, err := admin.Exec(ctx, stmt, args...); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	tables := map[string]bool{"concurrency_slots": true}
+	indexes := map[string]bool{}
+	rows, err := admin.Query(ctx, `SELECT indexname FROM pg_indexes WHERE tablename = 'concurrency_slots'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		indexes[n] = true
+	}
+	for _, stats := range []string{"stale", "fresh"} {
+		if stats == "fresh" {
+			if _, err := admin.Exec(ctx, "ANALYZE concurrency_slots"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, m := range execModes {
+			t.Run(stats+"/"+strings.ReplaceAll(m.name, "/", "_"), func(t *testing.T) {
+				var ex explained
+				db := explainedDB(t, q.url, m.name, m.mode, &ex)
+				s, err := NewSlots(db, legacy.PlainJobs.Layout, SlotsOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				group := "slots.Hot::" + stats + m.name
+				for i := range 7 {
+					l, ok, err := s.Acquire(ctx, group, 3, fmt.Sprint("job", i), "w", time.Minute)
+					if err != nil || ok != (i < 3) {
+						t.Fatalf("acquire #%d: %v, %v", i, ok, err)
+					}
+					_ = l
+					plans, err := ex.take()
+					if err != nil {
+						t.Fatal(err)
+					}
+					scans := activeScans(plans, tables, indexes)
+					if len(scans) == 0 {
+						t.Fatalf("acquire #%d: no scan of the slot table in %d plans", i, len(plans))
+					}
+					for _, sc := range scans {
+						if sc.node == "Seq Scan" || sc.rows > 10 || sc.blocks > 20 {
+							t.Errorf("acquire #%d: %s using %q read %v rows and %v blocks; want an index range of a few rows", i, sc.node, sc.index, sc.rows, sc.blocks)
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+// explainedDB is a handle on one fresh connection in the given mode whose
+// statements' plans go to ex.
+func explainedDB(t *testing.T, url, modeName string, mode pgx.QueryExecMode, ex *explained) DB {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.DefaultQueryExecMode = mode
+	cfg.OnNotice = ex.onNotice
+	if modeName == "database/sql" {
+		sdb := stdlib.OpenDB(*cfg, stdlib.OptionAfterConnect(loadAutoExplain))
+		sdb.SetMaxOpenConns(1)
+		t.Cleanup(func() { _ = sdb.Close() })
+		return SQL(sdb)
+	}
+	pcfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pcfg.ConnConfig = cfg
+	pcfg.MaxConns = 1
+	pcfg.AfterConnect = loadAutoExplain
+	pool, err := pgxpool.NewWithConfig(t.Context(), pcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return Pgx(pool)
+}

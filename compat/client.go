@@ -108,6 +108,9 @@ type Client struct {
 	// tracing is false when the tracer provider is the no-op one.
 	tracing bool
 	ins     *instruments
+	// destination is the messaging destination (schema.table new jobs go
+	// to) and spanName the enqueue span's name, "enqueue <destination>".
+	destination, spanName string
 
 	mu     sync.Mutex
 	schema *schema
@@ -135,7 +138,12 @@ func NewClient(db DB, l layout.Layout, opts ...Option) (*Client, error) {
 	// per-call options and attributes.
 	_, noop := c.o.tp.(tracenoop.TracerProvider)
 	c.tracing = !noop
-	c.ins = newInstruments(c.o.mp.Meter(instrumentationName))
+	c.destination = rl.Schema + "." + rl.RequestsTable
+	if rl.SingleTable() {
+		c.destination = rl.Schema + "." + rl.JobsTable
+	}
+	c.spanName = "enqueue " + c.destination
+	c.ins = newInstruments(c.o.mp.Meter(instrumentationName), c.destination)
 	return c, nil
 }
 
@@ -177,8 +185,14 @@ func (c *Client) EnqueueManyTx(ctx context.Context, db DB, jobs []Job) (res []Re
 	class := jobs[0].Class
 	var span trace.Span
 	if c.tracing {
-		ctx, span = c.tracer.Start(ctx, "compat.Enqueue", trace.WithSpanKind(trace.SpanKindProducer),
-			trace.WithAttributes(attribute.String(AttrJobClass, class), attribute.Int("job.enqueue.count", len(jobs))))
+		attrs := []attribute.KeyValue{attribute.String(AttrMessagingSystem, MessagingSystem),
+			attribute.String(AttrMessagingOperationName, "enqueue"), attribute.String(AttrMessagingOperationType, "send"),
+			attribute.String(AttrMessagingDestination, c.destination),
+			attribute.String(AttrJobClass, class), attribute.Int("job.enqueue.count", len(jobs))}
+		if len(jobs) > 1 {
+			attrs = append(attrs, attribute.Int(AttrMessagingBatchCount, len(jobs)))
+		}
+		ctx, span = c.tracer.Start(ctx, c.spanName, trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(attrs...))
 	}
 	defer func() {
 		if err != nil {
@@ -199,6 +213,7 @@ func (c *Client) EnqueueManyTx(ctx context.Context, db DB, jobs []Job) (res []Re
 		case err != nil:
 			span.RecordError(err)
 			span.SetStatus(codes.Error, err.Error())
+			span.SetAttributes(attribute.String("error.type", errorType(err)))
 		case skipped > 0:
 			span.SetAttributes(attribute.String("error.type", ErrorTypeLimitReached), attribute.Int("job.enqueue.skipped_count", skipped))
 		}
@@ -461,4 +476,22 @@ func runEach(ctx context.Context, db Executor, qs []query) error {
 		}
 	}
 	return nil
+}
+
+// errorType is a failed enqueue's error.type: the sentinel's name when the
+// runtime has one for it, else the server's SQLSTATE, else "_OTHER".
+func errorType(err error) string {
+	for _, e := range []struct {
+		err  error
+		name string
+	}{{ErrInvalidJob, "InvalidJob"}, {ErrNotMigrated, "NotMigrated"}, {ErrSchema, "Schema"}, {ErrIsolation, "Isolation"}, {ErrLockTimeout, "LockTimeout"}} {
+		if errors.Is(err, e.err) {
+			return e.name
+		}
+	}
+	var st interface{ SQLState() string }
+	if errors.As(err, &st) {
+		return st.SQLState()
+	}
+	return "_OTHER"
 }
