@@ -47,6 +47,15 @@ type Config struct {
 // New returns an analyzer configured by cfg, for drivers that run it from Go
 // (the rewrite command, tests). It has no flags.
 func New(cfg Config) (*analysis.Analyzer, error) {
+	s, err := cfg.settings()
+	if err != nil {
+		return nil, err
+	}
+	return newAnalyzer(s), nil
+}
+
+// settings validates the configuration.
+func (cfg Config) settings() (*settings, error) {
 	s := &settings{}
 	for _, name := range cfg.Interfaces {
 		if err := s.addInterface(name); err != nil {
@@ -63,7 +72,7 @@ func New(cfg Config) (*analysis.Analyzer, error) {
 			return nil, err
 		}
 	}
-	return newAnalyzer(s), nil
+	return s, nil
 }
 
 func newAnalyzer(s *settings) *analysis.Analyzer {
@@ -200,6 +209,7 @@ type settings struct {
 	interfaces map[string]bool   // "importpath.Name"
 	renames    map[string]string // "importpath.Old" -> "New"
 	renamed    map[string]bool   // the Old names, unqualified
+	prog       *Program          // the run's job model (ForProgram), or nil
 }
 
 // splitQualified splits "importpath.Name" at its last dot. An import path

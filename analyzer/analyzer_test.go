@@ -14,7 +14,7 @@ func TestAnalyzer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run(t, a, "jobs", "app")
+	run(t, a, "jobs", "app", "shapes", "register", "traps", "tasks")
 }
 
 func TestExactInterface(t *testing.T) {
@@ -22,7 +22,7 @@ func TestExactInterface(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run(t, a, "exact")
+	run(t, a, "exact", "exactjobs", "exactuse")
 }
 
 func run(t *testing.T, a *analysis.Analyzer, pkgs ...string) {

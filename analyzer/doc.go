@@ -11,9 +11,15 @@
 // default is any interface whose method set has UniqueKey() string together
 // with a method that runs the job (Run, Perform, Execute, Handle, Process,
 // Work or Do). The -interface flag (importpath.Name, repeatable) names the
-// legacy job interfaces exactly instead. Types with a UniqueKey method that
-// are not jobs (cache entries, rate-limiter identities, cloud resources) are
-// never reported.
+// legacy job interfaces exactly instead. Go's interfaces are structural, so
+// a package that sees no job interface (with -interface: none of the named
+// ones) reads a job-shaped type, one whose method set has UniqueKey() string
+// and a run method, as a job: go vet and go fix then migrate the jobs of
+// packages that never import the interface, as a whole-module rewrite
+// does. Drivers that load a whole module or workspace decide over all of it
+// instead (Config.ForProgram). Types with a UniqueKey method that are not
+// jobs (cache entries, rate-limiter identities, cloud resources, mempool
+// transactions: none has a run method) are never reported.
 //
 // With a suggested fix:
 //
@@ -23,7 +29,8 @@
 //     returns 1, true when every return path of the body is provably a
 //     non-empty string, else 1, recv.ConcurrencyKey() != "", which keeps
 //     "empty key = no limit". A method promoted from a type the package
-//     cannot edit gets both new methods on the job type, delegating to it.
+//     cannot edit, or from one that also serves a type that is no job, gets
+//     both new methods on the job type, delegating to it.
 //   - interface: an interface declaring the legacy method declares
 //     ConcurrencyKey() string and ConcurrencyLimit() (int, bool) instead.
 //   - call-site: calls, method values and method expressions of a migrated
@@ -55,8 +62,9 @@ const doc = `migrate legacy UniqueKey jobs to ConcurrencyKey and ConcurrencyLimi
 
 The migrateunique analyzer finds job types (types implementing a legacy job
 interface: one declaring UniqueKey() string and a run method Run, Perform,
-Execute, Handle, Process, Work or Do, or the interfaces named by -interface)
-and suggests fixes: rename UniqueKey to ConcurrencyKey and add
+Execute, Handle, Process, Work or Do, or the interfaces named by -interface;
+where no such interface is in sight, types whose method set has UniqueKey()
+string and a run method) and suggests fixes: rename UniqueKey to ConcurrencyKey and add
 ConcurrencyLimit() (int, bool); rewrite interfaces declaring UniqueKey;
 rename calls, method values and method expressions in every package; apply
 configured -rename pairs; replace the span error string "DuplicateJob" with

@@ -5,6 +5,7 @@ import (
 	"go/ast"
 	"go/token"
 	"go/types"
+	"strings"
 
 	"golang.org/x/tools/go/analysis"
 )
@@ -37,6 +38,8 @@ type pass struct {
 	jobValue  map[types.Type]bool    // cache for isJobValue
 	callees   map[ast.Expr]bool      // functions of calls, built on first use
 	tags      map[*ast.BasicLit]bool // struct field tags, built on first use
+	prog      *Program               // the run's job model, when the driver gives one
+	shapeOK   *bool                  // shapeRule, decided on first use
 }
 
 type typeDecl struct {
@@ -69,6 +72,7 @@ func (s *settings) run(ap *analysis.Pass) (any, error) {
 		ifaceField: map[*types.Func]ifaceMethod{},
 		migrating:  map[*types.Func]bool{},
 		jobValue:   map[types.Type]bool{},
+		prog:       s.prog,
 	}
 	// Only the analysed module is edited or reported: a package of a
 	// dependency module has a version, the main module's packages have none.
@@ -311,9 +315,18 @@ func (p *pass) implements(t *types.Named, j *jobIface) bool {
 	return true
 }
 
+// jobCandidate is a named type of this package that the job rule reads as
+// a job.
+type jobCandidate struct {
+	tn    *types.TypeName
+	named *types.Named
+	impl  []*jobIface // the known job interfaces it implements; none: by shape
+}
+
 // planJobTypes finds this package's job types and reports each legacy
 // method once, with its fix.
 func (p *pass) planJobTypes() {
+	var jobs []jobCandidate
 	scope := p.Pkg.Scope()
 	for _, name := range scope.Names() {
 		tn, ok := scope.Lookup(name).(*types.TypeName)
@@ -324,20 +337,123 @@ func (p *pass) planJobTypes() {
 		if !ok || types.IsInterface(named) {
 			continue
 		}
-		var impl []*jobIface
-		for _, j := range p.jobIfaces {
-			if p.implements(named, j) {
-				impl = append(impl, j)
-			}
+		if impl, ok := p.jobRule(named); ok {
+			jobs = append(jobs, jobCandidate{tn, named, impl})
 		}
-		if len(impl) == 0 {
-			continue
-		}
-		p.planJobType(tn, named, impl)
+	}
+	for _, j := range jobs {
+		p.planJobType(j)
 	}
 }
 
-func (p *pass) planJobType(tn *types.TypeName, named *types.Named, impl []*jobIface) {
+// jobRule decides whether a named type of this package is a job, and which
+// of the job interfaces this package knows it implements. The program's job
+// model, when the driver gives one, decides for types this package cannot
+// see the interfaces of; otherwise a type with no known job interface is a
+// job by shape (UniqueKey() string and a run method in its method set), as
+// long as no job interface named by -interface is in sight.
+func (p *pass) jobRule(named *types.Named) ([]*jobIface, bool) {
+	var impl []*jobIface
+	for _, j := range p.jobIfaces {
+		if p.implements(named, j) {
+			impl = append(impl, j)
+		}
+	}
+	if len(impl) > 0 {
+		return impl, true
+	}
+	if p.prog != nil {
+		return nil, p.prog.isJob(named.Obj())
+	}
+	return nil, p.shapeRule() && jobShaped(named)
+}
+
+// shapeRule reports whether a job-shaped type counts as a job here: always
+// with the default detection; with -interface only where none of the named
+// interfaces is in sight (the package cannot tell which interface its types
+// are converted to).
+func (p *pass) shapeRule() bool {
+	if p.shapeOK == nil {
+		v := len(p.s.interfaces) == 0 || !p.s.seesNamed(p.Pkg)
+		p.shapeOK = &v
+	}
+	return *p.shapeOK
+}
+
+// seesNamed reports whether pkg is or imports (directly or not) the package
+// of an interface -interface names, migrated or not: a package that sees
+// the interface decides by it, not by shape.
+func (s *settings) seesNamed(pkg *types.Package) bool {
+	seen := map[*types.Package]bool{}
+	var visit func(q *types.Package) bool
+	visit = func(q *types.Package) bool {
+		if q == nil || seen[q] {
+			return false
+		}
+		seen[q] = true
+		if s.declaresNamed(q) {
+			return true
+		}
+		for _, imp := range q.Imports() {
+			if visit(imp) {
+				return true
+			}
+		}
+		return false
+	}
+	return visit(pkg)
+}
+
+// declaresNamed reports whether pkg is the package of an interface
+// -interface names (whether or not it still declares it).
+func (s *settings) declaresNamed(pkg *types.Package) bool {
+	for name := range s.interfaces {
+		if path, _, _ := splitQualified(name); path == pkg.Path() {
+			return true
+		}
+	}
+	return false
+}
+
+// jobShaped reports whether the method set of *t has UniqueKey() string and
+// a run method (Run, Perform, Execute, Handle, Process, Work or Do).
+func jobShaped(t *types.Named) bool {
+	ms := types.NewMethodSet(types.NewPointer(t))
+	legacy, run := false, false
+	for sel := range ms.Methods() {
+		fn, ok := sel.Obj().(*types.Func)
+		if !ok {
+			continue
+		}
+		switch {
+		case fn.Name() == legacyName:
+			legacy = isLegacySignature(fn)
+		case runMethods[fn.Name()]:
+			run = true
+		}
+	}
+	return legacy && run
+}
+
+// hasNewAPI reports whether t (or *t) already has ConcurrencyKey() string
+// and ConcurrencyLimit() (int, bool): a migrated job, whatever UniqueKey it
+// still carries (the runtime reads the new methods first).
+func hasNewAPI(t types.Type, pkg *types.Package) bool {
+	key, _, _ := types.LookupFieldOrMethod(t, true, pkg, keyName)
+	limit, _, _ := types.LookupFieldOrMethod(t, true, pkg, limitName)
+	kf, ok1 := key.(*types.Func)
+	lf, ok2 := limit.(*types.Func)
+	if !ok1 || !ok2 {
+		return false
+	}
+	ks, ls := kf.Signature(), lf.Signature()
+	return ks.Params().Len() == 0 && ks.Results().Len() == 1 && types.Identical(ks.Results().At(0).Type(), types.Typ[types.String]) &&
+		ls.Params().Len() == 0 && ls.Results().Len() == 2 &&
+		types.Identical(ls.Results().At(0).Type(), types.Typ[types.Int]) && types.Identical(ls.Results().At(1).Type(), types.Typ[types.Bool])
+}
+
+func (p *pass) planJobType(c jobCandidate) {
+	tn, named := c.tn, c.named
 	td := p.typeSpecs[tn]
 	if td.spec == nil || p.silenced(td.spec.Name) {
 		return // a directive on the type silences the job type as a whole
@@ -348,11 +464,11 @@ func (p *pass) planJobType(tn *types.TypeName, named *types.Named, impl []*jobIf
 		return
 	}
 	fn = fn.Origin()
-	if p.isMigrating(fn) {
-		return // promoted from a migrated type or interface
+	if p.isMigrating(fn) || hasNewAPI(named, p.Pkg) {
+		return // promoted from a migrated type or interface, or migrated already
 	}
 	var migrated, foreign *jobIface
-	for _, j := range impl {
+	for _, j := range c.impl {
 		if j.migrated {
 			migrated = j
 		} else if j.obj.Pkg() != p.Pkg {
@@ -364,7 +480,7 @@ func (p *pass) planJobType(tn *types.TypeName, named *types.Named, impl []*jobIf
 	if fd != nil {
 		at = fd.Name
 	}
-	if migrated == nil {
+	if migrated == nil && len(c.impl) > 0 {
 		if foreign != nil {
 			p.report(at, at, CodeExternal, fmt.Sprintf(
 				"job type %s implements %s, which this run does not migrate (declared in %s): keep UniqueKey until that interface moves to ConcurrencyKey",
@@ -372,14 +488,35 @@ func (p *pass) planJobType(tn *types.TypeName, named *types.Named, impl []*jobIf
 		}
 		return // a local interface that is not migrated has its own finding
 	}
+	if ext := p.externalFor(tn); migrated == nil && ext != "" {
+		p.report(at, at, CodeExternal, fmt.Sprintf(
+			"job type %s is used as %s, which this run does not migrate: keep UniqueKey until that interface moves to ConcurrencyKey",
+			tn.Name(), ext), nil)
+		return
+	}
 	if hasMember(named, p.Pkg, keyName) || hasMember(named, p.Pkg, limitName) {
 		p.report(at, at, CodeClash, fmt.Sprintf(
 			"job type %s already has %s or %s beside UniqueKey: resolve by hand", tn.Name(), keyName, limitName), nil)
 		return
 	}
+	owner := ""
+	if fd != nil {
+		owner = receiverTypeName(fd)
+	}
+	if fd != nil && owner != tn.Name() {
+		if others := p.nonJobPromoters(fn); len(others) > 0 {
+			// The embedded type also serves types that are no jobs: its
+			// UniqueKey stays, and the job type gets methods of its own.
+			pointer := types.NewMethodSet(named).Lookup(p.Pkg, legacyName) == nil
+			p.report(td.spec.Name, td.spec.Name, CodeJobType, fmt.Sprintf(
+				"job type %s promotes UniqueKey from %s, which %s also embeds and which is no job: add ConcurrencyKey and ConcurrencyLimit delegating to it (%s keeps UniqueKey)",
+				tn.Name(), owner, strings.Join(others, ", "), owner), p.delegateFix(td, pointer))
+			return
+		}
+	}
 	if fd != nil {
 		msg := fmt.Sprintf("job type %s: rename UniqueKey to ConcurrencyKey and add ConcurrencyLimit", tn.Name())
-		if owner := receiverTypeName(fd); owner != tn.Name() {
+		if owner != tn.Name() {
 			msg = fmt.Sprintf("job type %s promotes UniqueKey from %s: rename it to ConcurrencyKey and add ConcurrencyLimit", tn.Name(), owner)
 		}
 		if p.report(fd.Name, fd.Name, CodeJobType, msg, p.methodFix(fd)) {
@@ -394,6 +531,35 @@ func (p *pass) planJobType(tn *types.TypeName, named *types.Named, impl []*jobIf
 	p.report(td.spec.Name, td.spec.Name, CodeJobType, fmt.Sprintf(
 		"job type %s promotes UniqueKey from %s: add ConcurrencyKey and ConcurrencyLimit delegating to it",
 		tn.Name(), types.TypeString(recvOrOwner(fn), p.qualify)), p.delegateFix(td, pointer))
+}
+
+// nonJobPromoters names the types that get the legacy method fn by
+// embedding and are no jobs: in this package, or, with the program's job
+// model, anywhere in the run. The type declaring fn is none of them.
+func (p *pass) nonJobPromoters(fn *types.Func) []string {
+	if p.prog != nil {
+		return p.prog.nonJobPromoters(fn)
+	}
+	var out []string
+	scope := p.Pkg.Scope()
+	for _, name := range scope.Names() {
+		tn, ok := scope.Lookup(name).(*types.TypeName)
+		if !ok || tn.IsAlias() {
+			continue
+		}
+		named, ok := tn.Type().(*types.Named)
+		if !ok || types.IsInterface(named) {
+			continue
+		}
+		obj, index, _ := types.LookupFieldOrMethod(named, true, p.Pkg, legacyName)
+		if f, ok := obj.(*types.Func); !ok || f.Origin() != fn || len(index) < 2 {
+			continue
+		}
+		if _, job := p.jobRule(named); !job {
+			out = append(out, tn.Name())
+		}
+	}
+	return out
 }
 
 // receiverTypeName is the base type name of a method's receiver.
@@ -445,6 +611,13 @@ func (p *pass) isJobValue(t types.Type) bool {
 		if named.Obj() == j.obj || (!types.IsInterface(named) && p.implements(named, j)) {
 			v = true
 			break
+		}
+	}
+	if !v && !types.IsInterface(named) {
+		if p.prog != nil {
+			v = p.prog.isJob(named.Obj())
+		} else {
+			v = p.shapeRule() && jobShaped(named)
 		}
 	}
 	p.jobValue[named] = v

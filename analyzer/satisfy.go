@@ -53,7 +53,14 @@ func (p *pass) checkConversions() {
 			continue
 		}
 		seen[lhs+"="+rhs] = true
-		p.report(p.declOf(c.LHS, c.RHS), p.declOf(c.LHS, c.RHS), CodeExternal, msg, nil)
+		at := p.declOf(c.LHS, c.RHS)
+		if at == nil {
+			at = p.useOf(c.LHS, c.RHS)
+		}
+		if at == nil {
+			continue // no position in this package's files to report at
+		}
+		p.report(at, at, CodeExternal, msg, nil)
 	}
 }
 
@@ -70,8 +77,8 @@ func findConstraints(f *satisfy.Finder, info *types.Info, files []*ast.File) (ok
 }
 
 // declOf returns where to report a conversion problem: the interface's
-// declaration when it is in this package, else the job type's, else the
-// package clause.
+// declaration when it is in this package, else the job type's, else nil
+// (the use is reported instead).
 func (p *pass) declOf(types_ ...types.Type) ast.Node {
 	for _, t := range types_ {
 		if ptr, ok := t.(*types.Pointer); ok {
@@ -83,7 +90,102 @@ func (p *pass) declOf(types_ ...types.Type) ast.Node {
 			}
 		}
 	}
-	return p.Files[0].Name
+	return nil
+}
+
+// useOf finds the use that makes a value of type rhs an lhs: an expression
+// of type rhs passed, assigned, returned or stored where an lhs is
+// expected. It prefers a use whose target has type lhs exactly, else the
+// first use of a value of type rhs in such a place.
+func (p *pass) useOf(lhs, rhs types.Type) ast.Node {
+	var exact, first ast.Node
+	isRHS := func(e ast.Expr) bool {
+		t := p.TypesInfo.TypeOf(e)
+		return t != nil && types.Identical(t, rhs)
+	}
+	target := func(e ast.Expr, want types.Type) {
+		if !isRHS(e) {
+			return
+		}
+		if first == nil {
+			first = e
+		}
+		if exact == nil && want != nil && types.Identical(want, lhs) {
+			exact = e
+		}
+	}
+	for _, f := range p.Files {
+		ast.Inspect(f, func(n ast.Node) bool {
+			if exact != nil {
+				return false
+			}
+			switch x := n.(type) {
+			case *ast.CallExpr:
+				sig, ok := p.TypesInfo.TypeOf(x.Fun).(*types.Signature)
+				if !ok {
+					if tv, ok := p.TypesInfo.Types[x.Fun]; ok && tv.IsType() && len(x.Args) == 1 {
+						target(x.Args[0], tv.Type) // a conversion
+					}
+					return true
+				}
+				for i, a := range x.Args {
+					var want types.Type
+					switch {
+					case sig.Variadic() && i >= sig.Params().Len()-1:
+						if sl, ok := sig.Params().At(sig.Params().Len() - 1).Type().(*types.Slice); ok {
+							want = sl.Elem()
+						}
+					case i < sig.Params().Len():
+						want = sig.Params().At(i).Type()
+					}
+					target(a, want)
+				}
+			case *ast.CompositeLit:
+				var elem types.Type
+				switch u := types.Unalias(p.TypesInfo.TypeOf(x)).Underlying().(type) {
+				case *types.Slice:
+					elem = u.Elem()
+				case *types.Array:
+					elem = u.Elem()
+				case *types.Map:
+					elem = u.Elem()
+				}
+				for _, e := range x.Elts {
+					if kv, ok := e.(*ast.KeyValueExpr); ok {
+						e = kv.Value
+					}
+					target(e, elem)
+				}
+			case *ast.AssignStmt:
+				for i, r := range x.Rhs {
+					var want types.Type
+					if len(x.Lhs) == len(x.Rhs) {
+						want = p.TypesInfo.TypeOf(x.Lhs[i])
+					}
+					target(r, want)
+				}
+			case *ast.ValueSpec:
+				var want types.Type
+				if x.Type != nil {
+					want = p.TypesInfo.TypeOf(x.Type)
+				}
+				for _, v := range x.Values {
+					target(v, want)
+				}
+			case *ast.ReturnStmt:
+				for _, r := range x.Results {
+					target(r, nil)
+				}
+			case *ast.SendStmt:
+				target(x.Value, nil)
+			}
+			return true
+		})
+	}
+	if exact != nil {
+		return exact
+	}
+	return first
 }
 
 // unseenJob reports whether t is a job type of another package whose own

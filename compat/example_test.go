@@ -94,12 +94,13 @@ func ExampleClient_RetrySweep() {
 		log.Fatal(err)
 	}
 	rep, err := c.RetrySweep(ctx, compat.RetryOptions{
-		// The limit a retry is admitted under, by class and stored key.
-		Limit: func(class, key string) (int, bool) {
-			if class == "app.jobs.ChargeJob" {
-				return 2, true
-			}
-			return 1, key != ""
+		// Each class's job type, rebuilt from the stored parameters: a
+		// retry is admitted under the limit its job value declares, as
+		// Enqueue reads it. A class not listed falls back to the legacy
+		// reading (limit 1 for a keyed job).
+		Classes: compat.Classes{
+			"app.jobs.ChargeJob": compat.Decode[ChargeJob],
+			"app.jobs.SendEmail": compat.Decode[SendEmail],
 		},
 		Backoff: func(attempt int) time.Duration { return time.Duration(attempt) * 30 * time.Second },
 	})
@@ -130,4 +131,29 @@ func ExampleScheduled() {
 	// Output:
 	// daily-report:scheduled:1795341600 1
 	// daily-report:scheduled:1795341600 daily-report:scheduled: 1
+}
+
+// A service that only enqueues steers a group's limit without building
+// the slot API: the override wins over the code's limit at once.
+func ExampleOverrides() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+	ov, err := compat.NewOverrides(compat.Pgx(pool), layout.PlainJobs())
+	if err != nil {
+		log.Fatal(err)
+	}
+	group := compat.GroupName("app.jobs.ChargeJob", "customer-7")
+	if err := ov.SetLimit(ctx, group, 0, "incident 123: hold this customer's charges"); err != nil {
+		log.Fatal(err)
+	}
+	if o, ok, err := ov.Get(ctx, group); err == nil && ok {
+		fmt.Printf("%s: limit %d since %s (%s)\n", o.Group, o.Limit, o.UpdatedAt.Format(time.RFC3339), o.Reason)
+	}
+	if _, err := ov.ClearLimit(ctx, group); err != nil {
+		log.Fatal(err)
+	}
 }

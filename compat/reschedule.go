@@ -51,6 +51,31 @@ type Rescheduled struct {
 	Reschedules int64
 }
 
+// JobID identifies the job a Rescheduler moves back to the queue: the id
+// column's value of a single-table layout, the request's uuid of a
+// two-table one. Build it with RowID or TextID; the zero JobID names no job.
+type JobID struct {
+	v any // int64 or string, bound as the statement's job parameter
+}
+
+// RowID is an integer job id: a single-table layout's bigint id column.
+func RowID(id int64) JobID { return JobID{v: id} }
+
+// TextID is a job id as text: a two-table layout's request uuid, a
+// single-table layout's text or uuid id, or the same string given to
+// Slots.Acquire and Worker.Run (PostgreSQL reads it as the id column's
+// type).
+func TextID(id string) JobID { return JobID{v: id} }
+
+// String returns the id as text, as the reschedule counters and the slot
+// table keep it; "" for the zero JobID.
+func (id JobID) String() string {
+	if id.v == nil {
+		return ""
+	}
+	return fmt.Sprint(id.v)
+}
+
 // Rescheduler puts a job whose slot was busy back into the queue without
 // counting an attempt (SPEC 6: busy is not a failure). Real failures go
 // through the queue's normal attempt path; this is only for "busy".
@@ -140,8 +165,8 @@ func (r *Rescheduler) delay() time.Duration {
 // (jittered) delay, with its attempt counter untouched, and bumps its
 // reschedule counter (reset when it next gets a slot). jobID is the job's
 // stable identity, the same one given to Acquire or Worker.Run: the id
-// column's value for a single-table layout, the request's uuid for a
-// two-table one.
+// column's value for a single-table layout (RowID, or TextID for a text or
+// uuid id), the request's uuid for a two-table one (TextID).
 //
 // Single-table layouts run exactly
 //
@@ -151,11 +176,11 @@ func (r *Rescheduler) delay() time.Duration {
 // process row back into a request with the same uuid, retry_attempt
 // unchanged and start_at = now + delay. Both happen in one transaction (a
 // savepoint when db is the caller's transaction) with the counter.
-func (r *Rescheduler) Reschedule(ctx context.Context, group string, jobID any) (Rescheduled, error) {
+func (r *Rescheduler) Reschedule(ctx context.Context, group string, jobID JobID) (Rescheduled, error) {
 	if err := checkGroup(group); err != nil {
 		return Rescheduled{}, err
 	}
-	if jobID == nil || fmt.Sprint(jobID) == "" {
+	if jobID.String() == "" {
 		return Rescheduled{}, fmt.Errorf("%w: the job id is empty", ErrSlotArgument)
 	}
 	stmt := r.singleTableSQL
@@ -175,7 +200,7 @@ func (r *Rescheduler) Reschedule(ctx context.Context, group string, jobID any) (
 		return Rescheduled{}, fmt.Errorf("reschedule job %v: %w", jobID, err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // after Commit it does nothing
-	n, err := tx.Exec(ctx, stmt(), runAt, jobID)
+	n, err := tx.Exec(ctx, stmt(), runAt, jobID.v)
 	if err != nil {
 		return Rescheduled{}, fmt.Errorf("reschedule job %v: %w", jobID, err)
 	}
@@ -183,14 +208,14 @@ func (r *Rescheduler) Reschedule(ctx context.Context, group string, jobID any) (
 		return Rescheduled{}, fmt.Errorf("reschedule job %v: no such running job in %s", jobID, where)
 	}
 	out := Rescheduled{RunAt: runAt}
-	if err := tx.QueryRow(ctx, r.counterSQL(), fmt.Sprint(jobID), group).Scan(&out.Reschedules); err != nil {
+	if err := tx.QueryRow(ctx, r.counterSQL(), jobID.String(), group).Scan(&out.Reschedules); err != nil {
 		return Rescheduled{}, fmt.Errorf("reschedule job %v: count it: %w", jobID, err)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return Rescheduled{}, fmt.Errorf("reschedule job %v: %w", jobID, err)
 	}
 	r.count.Add(ctx, 1)
-	r.log.DebugContext(ctx, "job rescheduled, its slot was busy", "group", group, "job_id", jobID, "run_at", runAt, "reschedules", out.Reschedules)
+	r.log.DebugContext(ctx, "job rescheduled, its slot was busy", "group", group, "job_id", jobID.String(), "run_at", runAt, "reschedules", out.Reschedules)
 	return out, nil
 }
 

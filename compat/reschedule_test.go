@@ -49,7 +49,7 @@ func TestRescheduleSingleTableStatement(t *testing.T) {
 	mock.ExpectExec(want).WithArgs(slotUTCArg{now.Add(3 * time.Second)}, int64(42)).WillReturnResult(sqlmock.NewResult(0, 1))
 	mock.ExpectQuery(r.counterSQL()).WithArgs("42", "Mailer::acct-7").WillReturnRows(sqlmock.NewRows([]string{"reschedules"}).AddRow(int64(3)))
 	mock.ExpectCommit()
-	got, err := r.Reschedule(t.Context(), "Mailer::acct-7", int64(42))
+	got, err := r.Reschedule(t.Context(), "Mailer::acct-7", RowID(42))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func TestRescheduleSingleTableStatement(t *testing.T) {
 	mock.ExpectBegin()
 	mock.ExpectExec(want).WithArgs(slotUTCArg{now.Add(3 * time.Second)}, int64(7)).WillReturnResult(sqlmock.NewResult(0, 0))
 	mock.ExpectRollback()
-	if _, err := r.Reschedule(t.Context(), "Mailer", int64(7)); err == nil || !strings.Contains(err.Error(), `reschedule job 7: no such running job in "public"."jobs"`) {
+	if _, err := r.Reschedule(t.Context(), "Mailer", RowID(7)); err == nil || !strings.Contains(err.Error(), `reschedule job 7: no such running job in "public"."jobs"`) {
 		t.Fatalf("missing job: %v", err)
 	}
 	if err := mock.ExpectationsWereMet(); err != nil {
@@ -102,10 +102,10 @@ func TestRescheduleOptions(t *testing.T) {
 	if lo < 4*time.Second || hi > 6*time.Second || lo == hi {
 		t.Errorf("jittered delays from %v to %v, want spread within 4s..6s", lo, hi)
 	}
-	if _, err := r.Reschedule(t.Context(), "", 1); !errors.Is(err, ErrSlotArgument) {
+	if _, err := r.Reschedule(t.Context(), "", RowID(1)); !errors.Is(err, ErrSlotArgument) {
 		t.Errorf("empty group: %v", err)
 	}
-	if _, err := r.Reschedule(t.Context(), "G", nil); !errors.Is(err, ErrSlotArgument) {
+	if _, err := r.Reschedule(t.Context(), "G", JobID{}); !errors.Is(err, ErrSlotArgument) {
 		t.Errorf("nil job id: %v", err)
 	}
 }
@@ -170,7 +170,7 @@ VALUES ('Export', 'acct-1', 'running', 2, 'worker-1', now() + interval '1 minute
 		ran, err := w.Run(ctx, group, 1, "1", fn)
 		switch {
 		case !ran && err == nil:
-			if res, err = r.Reschedule(ctx, group, id); err != nil {
+			if res, err = r.Reschedule(ctx, group, RowID(id)); err != nil {
 				t.Fatal(err)
 			}
 		case err != nil:
@@ -229,7 +229,7 @@ func TestRescheduleWaitIsMeasured(t *testing.T) {
 	if _, err := pool.Exec(ctx, `INSERT INTO jobs (id, job_type, status) VALUES (5, 'Export', 'running')`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.Reschedule(ctx, "Export", int64(5)); err != nil {
+	if _, err := r.Reschedule(ctx, "Export", RowID(5)); err != nil {
 		t.Fatal(err)
 	}
 	var firstAt time.Time
@@ -275,7 +275,7 @@ VALUES ($1, 'Export', 'acct-7', '{"acct": 7}', 5, 'reports', 3, 1, 'worker-1')`,
 			if err != nil {
 				t.Fatal(err)
 			}
-			res, err := r.Reschedule(ctx, "Export::acct-7", uuid)
+			res, err := r.Reschedule(ctx, "Export::acct-7", TextID(uuid))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -288,7 +288,7 @@ VALUES ($1, 'Export', 'acct-7', '{"acct": 7}', 5, 'reports', 3, 1, 'worker-1')`,
 				t.Fatalf("%d process rows left", processes)
 			}
 			// The job is no longer running: a second reschedule is an error.
-			if _, err := r.Reschedule(ctx, "Export::acct-7", uuid); err == nil || !strings.Contains(err.Error(), "no such running job") {
+			if _, err := r.Reschedule(ctx, "Export::acct-7", TextID(uuid)); err == nil || !strings.Contains(err.Error(), "no such running job") {
 				t.Fatalf("second reschedule: %v", err)
 			}
 		})
@@ -352,7 +352,7 @@ VALUES (now(), $1, 'Export', '{}', 'test', 3, 1, 'acct-7')`)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.Reschedule(ctx, "Export::acct-7", uuid); err != nil {
+	if _, err := r.Reschedule(ctx, "Export::acct-7", TextID(uuid)); err != nil {
 		t.Fatal(err)
 	}
 	if got := attemptOfRequest("uuid = $1"); got != 1 {

@@ -21,11 +21,42 @@ var ErrNotRetryable = errors.New("result is not retryable")
 // RetryableStatuses are the result statuses a retry sweep picks up (SPEC 4).
 var RetryableStatuses = []string{"ERRORED", "LOST", "CANCELLED"}
 
+// Classes is a registry of job classes: for each class, how to rebuild a
+// job value from the parameters its row stores. Code that only has a stored
+// row (a retry) reads the class's limit from the rebuilt value exactly as
+// Enqueue reads it from the value it is given (IdentityOf), so a sweeper
+// does not restate each class's limit by hand. Decode builds the usual
+// entry.
+type Classes map[string]func(params []byte) (job any, err error)
+
+// Decode is a Classes entry for job type T: it unmarshals the stored
+// parameters (the JSON of Job.Args) into a T. Stored parameters that are
+// NULL give T's zero value. Register it as compat.Decode[ChargeJob].
+func Decode[T any](params []byte) (any, error) {
+	var job T
+	if len(params) == 0 {
+		return job, nil
+	}
+	if err := json.Unmarshal(params, &job); err != nil {
+		return nil, err
+	}
+	return job, nil
+}
+
 // RetryOptions configures Retry and RetrySweep.
 type RetryOptions struct {
-	// Limit returns the concurrency limit of a retry of class with key (the
-	// stored key, a scheduled key included). nil reads the stored key as the
-	// legacy queue did: "" is unlimited, any other key has limit 1.
+	// Classes rebuilds each retried job's value from its stored parameters;
+	// the retry's limit is the value's own (its ConcurrencyLimit, or the
+	// legacy UniqueKey reading), as Enqueue reads it, and a retry of a
+	// scheduled occurrence whose job has no limit keeps limit 1 (Scheduled's
+	// default). The key is always the stored one (a scheduled key too).
+	Classes Classes
+	// Limit, when set, returns the concurrency limit of a retry of class
+	// with key (the stored key) and wins over Classes.
+	//
+	// A class that neither Limit nor Classes covers falls back to the
+	// legacy reading of the stored key, as the legacy queue behaved: ""
+	// is unlimited, any other key has limit 1.
 	Limit func(class, key string) (limit int, ok bool)
 	// Backoff returns the delay before retry attempt n (1 for the first
 	// retry). nil: 10s * 2^(n-1), at most one hour.
@@ -35,15 +66,29 @@ type RetryOptions struct {
 	BatchSize int
 }
 
-func (o RetryOptions) limit(class, key string) Identity {
-	if o.Limit == nil {
-		if key == "" {
-			return Identity{}
-		}
-		return Identity{Key: key, Limit: 1, Limited: true}
+// identity is the concurrency identity a retry of class with the stored
+// key and params is admitted under: Limit, else the class's job value from
+// Classes, else the legacy reading.
+func (o RetryOptions) identity(class, key string, params []byte) (Identity, error) {
+	if o.Limit != nil {
+		n, ok := o.Limit(class, key)
+		return Identity{Key: key, Limit: n, Limited: ok}, nil
 	}
-	n, ok := o.Limit(class, key)
-	return Identity{Key: key, Limit: n, Limited: ok}
+	if build, ok := o.Classes[class]; ok && build != nil {
+		job, err := build(params)
+		if err != nil {
+			return Identity{}, fmt.Errorf("%w: job class %s: rebuild the job from its stored parameters for its limit: %v; fix the class's entry in RetryOptions.Classes", ErrInvalidJob, class, err)
+		}
+		id := IdentityOf(job)
+		if !id.Limited && strings.Contains(key, ScheduledSeparator) {
+			id.Limit, id.Limited = 1, true
+		}
+		return Identity{Key: key, Limit: id.Limit, Limited: id.Limited}, nil
+	}
+	if key == "" {
+		return Identity{}, nil
+	}
+	return Identity{Key: key, Limit: 1, Limited: true}, nil
 }
 
 func (o RetryOptions) backoff(attempt int) time.Duration {
@@ -230,8 +275,16 @@ func (c *Client) retryAll(ctx context.Context, tx DB, s *schema, fs []failed, o 
 	now := time.Now()
 	for i, f := range fs {
 		key := deref(f.key)
+		var params []byte
+		if f.params != nil {
+			params = []byte(*f.params)
+		}
+		id, err := o.identity(f.class, key, params)
+		if err != nil {
+			return nil, fmt.Errorf("compat: retry result %d: %w", f.id, err)
+		}
 		j := Job{
-			Class: f.class, Value: o.limit(f.class, key), Priority: f.priority, Queue: deref(f.queue),
+			Class: f.class, Value: id, Priority: f.priority, Queue: deref(f.queue),
 			Retries: f.retries, RetryAttempt: f.retryAttempt + 1, StartAt: now.Add(o.backoff(f.retryAttempt + 1)),
 			Source: deref(f.source),
 		}

@@ -70,10 +70,11 @@ type SlotsOptions struct {
 // whatever the contention, each with a fencing token. It is safe for
 // concurrent use.
 type Slots struct {
-	db      DB
-	l       layout.Resolved
-	log     *slog.Logger
-	metrics slotMetrics
+	db        DB
+	l         layout.Resolved
+	overrides *Overrides
+	log       *slog.Logger
+	metrics   slotMetrics
 }
 
 // NewSlots returns the slot lease API on db for the layout's schema, whose
@@ -87,7 +88,7 @@ func NewSlots(db DB, l layout.Layout, opts SlotsOptions) (*Slots, error) {
 	if err != nil {
 		return nil, fmt.Errorf("compat: %w", err)
 	}
-	s := &Slots{db: db, l: rl, log: opts.Logger}
+	s := &Slots{db: db, l: rl, overrides: &Overrides{db: db, l: rl}, log: opts.Logger}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -284,16 +285,9 @@ WHERE group_name = $1 AND slot = $2 AND token = $3 AND expires_at IS NOT NULL`, 
 	return nil
 }
 
-// explain adds the fix to a missing-table error (SQLSTATE 42P01 or
-// 3F000, whichever driver reports it): the migration has not run.
-func (s *Slots) explain(err error) error {
-	var st interface{ SQLState() string }
-	if errors.As(err, &st) && (st.SQLState() == "42P01" || st.SQLState() == "3F000") {
-		return fmt.Errorf("the runtime tables (%s, %s, %s) are missing in schema %q; run 'migrate-unique up' first: %w",
-			layout.SlotsTable, layout.LimitsTable, layout.ReschedulesTable, s.l.Schema, err)
-	}
-	return err
-}
+// explain adds the fix to a missing-table error: the migration has not
+// run.
+func (s *Slots) explain(err error) error { return explainMissing(s.l.Schema, err) }
 
 // lost builds the ErrLeaseLost error for a failed release or extend, saying
 // what became of the slot.
@@ -376,42 +370,23 @@ func deref(s *string) string {
 	return *s
 }
 
-// SetLimit writes an operator override of group's limit, which wins over
-// the code's limit for admission and execution alike. limit 0 is the
-// maintenance switch. Lowering a limit hands out no slot at or above it;
-// current holders finish.
+// SetLimit is Overrides.SetLimit on the slots' schema: it writes an
+// operator override of group's limit, which wins over the code's limit for
+// admission and execution alike. limit 0 is the maintenance switch.
+// Lowering a limit hands out no slot at or above it; current holders finish.
 func (s *Slots) SetLimit(ctx context.Context, group string, limit int, reason string) error {
-	if err := checkGroup(group); err != nil {
-		return err
-	}
-	if err := checkLimit(group, limit); err != nil {
-		return err
-	}
-	if strings.ContainsRune(reason, 0) {
-		return fmt.Errorf("%w: the reason contains a NUL byte", ErrSlotArgument)
-	}
-	_, err := s.db.Exec(ctx, `INSERT INTO `+s.l.Table(layout.LimitsTable)+` AS o (group_name, concurrency_limit, reason, updated_at)
-VALUES ($1, $2, $3, now())
-ON CONFLICT (group_name) DO UPDATE SET concurrency_limit = EXCLUDED.concurrency_limit, reason = EXCLUDED.reason, updated_at = EXCLUDED.updated_at`,
-		group, limit, reason)
-	if err != nil {
-		return fmt.Errorf("set the limit override of group %q: %w", group, s.explain(err))
-	}
-	return nil
+	return s.overrides.SetLimit(ctx, group, limit, reason)
 }
 
-// ClearLimit removes group's override, so the code's limit applies again.
-// It reports whether there was one.
+// ClearLimit is Overrides.ClearLimit on the slots' schema: it removes
+// group's override, so the code's limit applies again, and reports whether
+// there was one.
 func (s *Slots) ClearLimit(ctx context.Context, group string) (bool, error) {
-	if err := checkGroup(group); err != nil {
-		return false, err
-	}
-	n, err := s.db.Exec(ctx, `DELETE FROM `+s.l.Table(layout.LimitsTable)+` WHERE group_name = $1`, group)
-	if err != nil {
-		return false, fmt.Errorf("clear the limit override of group %q: %w", group, s.explain(err))
-	}
-	return n > 0, nil
+	return s.overrides.ClearLimit(ctx, group)
 }
+
+// Overrides returns the limit overrides of the slots' schema.
+func (s *Slots) Overrides() *Overrides { return s.overrides }
 
 // attrGroup is the group attribute of the per-group gauges.
 func attrGroup(group string) attribute.KeyValue { return attribute.String("group", group) }

@@ -305,7 +305,7 @@ func slotCrashSurvivor(ctx context.Context, url, name string, running, peak *ato
 			return fmt.Errorf("job %d: %w", id, err)
 		}
 		if !ran {
-			if _, err := r.Reschedule(ctx, slotCrashGroup, id); err != nil {
+			if _, err := r.Reschedule(ctx, slotCrashGroup, RowID(id)); err != nil {
 				return err
 			}
 		}

@@ -63,7 +63,7 @@ func ExampleRescheduler_Reschedule() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	res, err := r.Reschedule(ctx, compat.GroupName("SendInvoice", "acct-7"), int64(42))
+	res, err := r.Reschedule(ctx, compat.GroupName("SendInvoice", "acct-7"), compat.RowID(42))
 	if err != nil {
 		log.Fatal(err)
 	}

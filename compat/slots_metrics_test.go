@@ -34,7 +34,7 @@ func TestSlotMetrics(t *testing.T) {
 	slotMustAcquire(t, s, "Watched", 2, "a", time.Minute)
 	slotMustAcquire(t, s, "Watched", 2, "b", time.Minute)
 	slotMustBeBusy(t, s, "Watched", 2, "1")
-	if _, err := r.Reschedule(ctx, "Watched", int64(1)); err != nil {
+	if _, err := r.Reschedule(ctx, "Watched", RowID(1)); err != nil {
 		t.Fatal(err)
 	}
 	slotMustAcquire(t, s, "Unwatched::k", 1, "c", time.Minute)

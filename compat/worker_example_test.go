@@ -45,7 +45,7 @@ func ExampleWorker_Run() {
 	switch {
 	case !ran && err == nil:
 		// Busy: back to the queue, attempt counter untouched.
-		res, err := resched.Reschedule(ctx, group, jobID)
+		res, err := resched.Reschedule(ctx, group, compat.RowID(jobID))
 		if err != nil {
 			log.Fatal(err)
 		}

@@ -3,19 +3,21 @@ package layout
 import (
 	"flag"
 	"fmt"
+	"slices"
 	"strings"
 )
 
 // Flags binds the layout flags shared by every command that works on a
 // queue: --schema, --class-column, the two-table and the single-table flags.
 type Flags struct {
+	fs     *flag.FlagSet
 	l      Layout
 	states string
 }
 
 // RegisterFlags adds the layout flags to fs. Call Layout after fs.Parse.
 func RegisterFlags(fs *flag.FlagSet) *Flags {
-	f := &Flags{}
+	f := &Flags{fs: fs}
 	fs.StringVar(&f.l.Schema, "schema", "public", "schema that holds the queue's tables")
 	fs.StringVar(&f.l.ClassColumn, "class-column", "job_class", "column that holds the job class")
 	fs.StringVar(&f.l.RequestsTable, "requests-table", "", "two-table layout: table of pending jobs (default plain-jobs' "+PlainJobsRequests+" when no table flag is given)")
@@ -27,9 +29,23 @@ func RegisterFlags(fs *flag.FlagSet) *Flags {
 	return f
 }
 
+// flagNames are the flags RegisterFlags adds.
+var flagNames = []string{"schema", "class-column", "requests-table", "processes-table", "results-table", "jobs-table", "state-column", "active-states"}
+
 // Layout returns the layout the flags describe, resolved. With no table flag
-// at all it is plain-jobs' three tables in --schema.
+// at all it is plain-jobs' three tables in --schema. A flag given empty is
+// an error, never its default: a script that passes an unset variable
+// (--schema "$SCHEMA") would otherwise migrate other tables than it meant.
 func (f *Flags) Layout() (Resolved, error) {
+	var empty []string
+	f.fs.Visit(func(fl *flag.Flag) {
+		if slices.Contains(flagNames, fl.Name) && strings.TrimSpace(fl.Value.String()) == "" {
+			empty = append(empty, "--"+fl.Name)
+		}
+	})
+	if len(empty) > 0 {
+		return Resolved{}, fmt.Errorf("%w: %s given empty: give a name, or leave the flag out for its default", ErrInvalid, strings.Join(empty, ", "))
+	}
 	l := f.l
 	if f.states != "" {
 		for _, s := range strings.Split(f.states, ",") {

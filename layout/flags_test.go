@@ -30,6 +30,15 @@ func TestFlagsLayout(t *testing.T) {
 		{args: []string{"-jobs-table", "jobs", "-active-states", "pending,pending"}, wantErr: "listed twice"},
 		{args: []string{"-requests-table", "r", "-processes-table", "r"}, wantErr: "named twice"},
 		{args: []string{"-requests-table", strings.Repeat("x", 64)}, wantErr: "at most 63"},
+		// An empty value is never the default (a script's unset variable).
+		{args: []string{"-schema", ""}, wantErr: "--schema given empty"},
+		{args: []string{"-requests-table", ""}, wantErr: "--requests-table given empty"},
+		{args: []string{"-requests-table", "r", "-processes-table", " "}, wantErr: "--processes-table given empty"},
+		{args: []string{"-results-table", ""}, wantErr: "--results-table given empty"},
+		{args: []string{"-jobs-table", "", "-active-states", "pending"}, wantErr: "--jobs-table given empty"},
+		{args: []string{"-jobs-table", "jobs", "-active-states", ""}, wantErr: "--active-states given empty"},
+		{args: []string{"-jobs-table", "jobs", "-active-states", "a", "-state-column", ""}, wantErr: "--state-column given empty"},
+		{args: []string{"-class-column", ""}, wantErr: "--class-column given empty"},
 	}
 	for _, tt := range tests {
 		fs := flag.NewFlagSet("test", flag.ContinueOnError)

@@ -32,7 +32,7 @@ func TestBadInputIsAClearErrorAndChangesNothing(t *testing.T) {
 	}{{
 		name: "unparsable URL",
 		url:  func(string) string { return "postgres://user:s3cret@[::1" },
-		want: []string{"parse the database URL", "postgres://user@host:5432/dbname"},
+		want: []string{"cannot parse the database URL", "postgres://user:password@host:5432/dbname"},
 	}, {
 		name: "unreachable server",
 		url:  func(string) string { return "postgres://user:s3cret@127.0.0.1:1/db?connect_timeout=2" },
@@ -160,7 +160,7 @@ func TestNotFoundListsCandidatesWithTheirFlags(t *testing.T) {
 		`"Billing Queue"."JobRequests", "Billing Queue"."job_processes"`,
 		`--schema 'Billing Queue' --class-column kind --requests-table JobRequests --processes-table job_processes`,
 		`"public"."jobs"`,
-		`--class-column job_type --jobs-table jobs --state-column status --active-states pending,running`,
+		`--class-column job_type --jobs-table jobs --state-column status --active-states pending,running,paused   (the states the unique rule covered: WHERE (status = ANY (ARRAY[`,
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("the message lacks %q:\n%v", want, err)

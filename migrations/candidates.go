@@ -3,6 +3,7 @@ package migrations
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -12,6 +13,9 @@ import (
 type foundTable struct {
 	schema, name string
 	columns      []string
+	// unique lists the definitions of the unique indexes that cover the
+	// key, and predicates their WHERE clauses ("" for a full index).
+	unique, predicates []string
 }
 
 // findCandidates lists the tables of the database that have a key column,
@@ -21,7 +25,13 @@ type foundTable struct {
 func findCandidates(ctx context.Context, q querier, l layout.Resolved, missing []string) ([]Candidate, []string, error) {
 	rows, err := q.Query(ctx, `
 SELECT n.nspname::text, c.relname::text,
-       ARRAY(SELECT a.attname::text FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum)
+       ARRAY(SELECT a.attname::text FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum),
+       ARRAY(SELECT pg_get_indexdef(x.indexrelid) FROM pg_index x WHERE x.indrelid = c.oid AND x.indisunique AND NOT x.indisprimary
+             AND EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attname IN ('unique_key', 'concurrency_key') AND a.attnum = ANY (x.indkey::int2[]))
+             ORDER BY x.indexrelid),
+       ARRAY(SELECT coalesce(pg_get_expr(x.indpred, x.indrelid), '') FROM pg_index x WHERE x.indrelid = c.oid AND x.indisunique AND NOT x.indisprimary
+             AND EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attname IN ('unique_key', 'concurrency_key') AND a.attnum = ANY (x.indkey::int2[]))
+             ORDER BY x.indexrelid)
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE c.relkind IN ('r', 'p') AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\_toast%'
   AND EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attname IN ('unique_key', 'concurrency_key') AND NOT a.attisdropped)
@@ -32,7 +42,7 @@ ORDER BY 1, 2`)
 	var all []foundTable
 	for rows.Next() {
 		var t foundTable
-		if err := rows.Scan(&t.schema, &t.name, &t.columns); err != nil {
+		if err := rows.Scan(&t.schema, &t.name, &t.columns, &t.unique, &t.predicates); err != nil {
 			rows.Close()
 			return nil, missing, err
 		}
@@ -99,9 +109,13 @@ ORDER BY 1, 2`)
 		for _, t := range slices.Concat(req, proc, res, rest) {
 			c := layout.Layout{Schema: s, ClassColumn: classColumn(t.columns)}
 			if st := stateColumn(t.columns); st != "" {
-				c.JobsTable, c.StateColumn, c.ActiveStates = t.name, st, []string{"pending", "running"}
+				states, note := activeStates(st, t)
+				c.JobsTable, c.StateColumn, c.ActiveStates = t.name, st, states
+				if len(states) == 0 {
+					c.ActiveStates = []string{"STATES"}
+				}
 				cand := candidate(c)
-				cand.Args += "   (set --active-states to the states that count as active)"
+				cand.Args += "   (" + note + ")"
 				out = append(out, cand)
 				continue
 			}
@@ -139,4 +153,83 @@ func stateColumn(cols []string) string {
 		}
 	}
 	return ""
+}
+
+// activeStates derives --active-states from the unique rule the cutover
+// will drop, so that what counts as active is exactly what the old rule
+// covered, and says where the states come from or why they cannot be
+// derived.
+func activeStates(stateCol string, t foundTable) ([]string, string) {
+	switch len(t.unique) {
+	case 0:
+		return nil, "no unique rule covers the key: set --active-states to the states that count as active"
+	case 1:
+	default:
+		return nil, fmt.Sprintf("%d unique rules cover the key (%s): set --active-states to the states the one that limits active jobs covered", len(t.unique), strings.Join(t.unique, "; "))
+	}
+	pred := t.predicates[0]
+	if pred == "" {
+		return nil, fmt.Sprintf("the unique rule %s covers every row, whatever its state: set --active-states to every state that is not finished", t.unique[0])
+	}
+	states, rest, ok := statesOf(pred, stateCol)
+	switch {
+	case !ok:
+		return nil, fmt.Sprintf("the unique rule's predicate %s does not list the states it covers: set --active-states to them", pred)
+	case len(rest) > 0:
+		return states, fmt.Sprintf("the states the unique rule covered (WHERE %s); its other conditions (%s) are not part of what counts as active", pred, strings.Join(rest, " AND "))
+	}
+	return states, fmt.Sprintf("the states the unique rule covered: WHERE %s", pred)
+}
+
+var (
+	// stateListRE matches pg_get_expr's rendering of "state IN (...)" and
+	// "state = '...'" on a text, varchar or enum column.
+	stateListRE = regexp.MustCompile(`^\(*"?(\w+)"?\)?(?:::[\w ]+)? = (?:ANY \(\(?ARRAY\[(.*)\]\)?(?:::[\w \[\]]+)?\)|('(?:[^']|'')*'(?:::[\w ]+)?))\)*$`)
+	literalRE   = regexp.MustCompile(`'((?:[^']|'')*)'`)
+)
+
+// statesOf reads the states a predicate limits stateCol to. Conditions on
+// the key column alone (IS NOT NULL, greater than the empty string) are what an empty key means
+// anyway; any other condition is returned in rest. ok is false when the
+// predicate does not list the states (OR, NOT IN, a comparison).
+func statesOf(pred, stateCol string) (states, rest []string, ok bool) {
+	if strings.Contains(pred, " OR ") {
+		return nil, nil, false
+	}
+	p := strings.TrimSpace(pred)
+	for strings.HasPrefix(p, "(") && strings.HasSuffix(p, ")") && balanced(p[1:len(p)-1]) {
+		p = strings.TrimSpace(p[1 : len(p)-1])
+	}
+	for _, conj := range strings.Split(p, " AND ") {
+		conj = strings.TrimSpace(conj)
+		if m := stateListRE.FindStringSubmatch(conj); m != nil && m[1] == stateCol {
+			list := m[2] + m[3]
+			for _, lit := range literalRE.FindAllStringSubmatch(list, -1) {
+				states = append(states, strings.ReplaceAll(lit[1], "''", "'"))
+			}
+			continue
+		}
+		if !strings.Contains(conj, stateCol) && (strings.Contains(conj, layout.LegacyKeyColumn) || strings.Contains(conj, layout.KeyColumn)) {
+			continue
+		}
+		rest = append(rest, conj)
+	}
+	return states, rest, len(states) > 0
+}
+
+// balanced reports whether s's parentheses pair up.
+func balanced(s string) bool {
+	depth := 0
+	for _, r := range s {
+		switch r {
+		case '(':
+			depth++
+		case ')':
+			depth--
+			if depth < 0 {
+				return false
+			}
+		}
+	}
+	return depth == 0
 }

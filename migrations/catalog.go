@@ -93,6 +93,10 @@ type versionRow struct {
 	toolVersion string
 	saved       []SavedUnique
 	updatedAt   time.Time
+	// step is the step a run recorded before taking it, and stepStartedAt
+	// when; both are cleared when up finishes (down deletes the row).
+	step          string
+	stepStartedAt time.Time
 }
 
 // inspection is a read-only snapshot of everything the migration decides on.
@@ -233,8 +237,19 @@ ORDER BY i.relname`, l.Schema, table)
 func readVersion(ctx context.Context, q querier, l layout.Resolved) (*versionRow, error) {
 	var v versionRow
 	var saved []byte
-	err := q.QueryRow(ctx, "SELECT state, tool_version, saved, updated_at FROM "+l.Table(layout.VersionTable)+" WHERE layout = $1", layoutID(l)).
-		Scan(&v.state, &v.toolVersion, &saved, &v.updatedAt)
+	var step *string
+	var stepAt *time.Time
+	// The step columns are read by name from the row's JSON: a version table
+	// written by an older version of the tool has none yet.
+	err := q.QueryRow(ctx, "SELECT v.state, v.tool_version, v.saved, v.updated_at, to_jsonb(v)->>'step', (to_jsonb(v)->>'step_started_at')::timestamptz FROM "+
+		l.Table(layout.VersionTable)+" v WHERE v.layout = $1", layoutID(l)).
+		Scan(&v.state, &v.toolVersion, &saved, &v.updatedAt, &step, &stepAt)
+	if step != nil {
+		v.step = *step
+	}
+	if stepAt != nil {
+		v.stepStartedAt = *stepAt
+	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
@@ -301,6 +316,9 @@ const (
 )
 
 func (in *inspection) state() State {
+	if in.version != nil && in.version.state != "migrated" {
+		return PartlyMigrated // a run recorded its intent and did not finish
+	}
 	legacy, migrated := true, true
 	for _, t := range in.tables {
 		if !t.columns[layout.LegacyKeyColumn] {
@@ -333,13 +351,119 @@ func (in *inspection) ours() []indexInfo {
 	return out
 }
 
-// invalidOurs lists the names of our indexes left invalid by a failed build.
+// invalidOurs lists the names of our indexes left invalid by a failed build:
+// counting indexes, and the unique rules down rebuilds (an INVALID unique
+// index still rejects duplicates of new rows).
 func (in *inspection) invalidOurs() []string {
 	var out []string
 	for _, ix := range in.ours() {
 		if !ix.valid {
 			out = append(out, ix.table+"."+ix.name)
 		}
+	}
+	for _, ix := range in.savedRebuilds() {
+		if !ix.valid {
+			out = append(out, ix.table+"."+ix.name)
+		}
+	}
+	return out
+}
+
+// savedRebuilds lists the indexes that exist under the name of a saved
+// unique rule while the key column is concurrency_key: rebuilt (or being
+// rebuilt) by a down that has not reached its cutover back.
+func (in *inspection) savedRebuilds() []indexInfo {
+	if in.version == nil {
+		return nil
+	}
+	var out []indexInfo
+	for _, t := range in.tables {
+		if !t.columns[layout.KeyColumn] {
+			continue
+		}
+		for _, ix := range in.indexes[t.name] {
+			for _, s := range in.version.saved {
+				if s.Index == ix.name && s.Table == in.l.Table(t.name) {
+					out = append(out, ix)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// Direction says which run a partly migrated layout is in the middle of:
+// "up", "down", or "" when no run recorded its intent.
+func (in *inspection) direction() string {
+	switch {
+	case in.version == nil:
+		return ""
+	case in.version.state == "migrating":
+		return "up"
+	case in.version.state == "rolling back":
+		return "down"
+	}
+	return ""
+}
+
+// stoppedRun describes the run a partly migrated layout is in the middle
+// of, from the intent it recorded: "a down run stopped at step down 1/6:
+// rebuild unique rule ... (started ...)".
+func (in *inspection) stoppedRun() string {
+	run := map[string]string{"up": "an up run", "down": "a down run"}[in.direction()]
+	if run == "" {
+		return ""
+	}
+	if in.version.step == "" {
+		return run + " stopped half-way"
+	}
+	return fmt.Sprintf("%s stopped at step %s (started %s)", run, in.version.step, in.version.stepStartedAt.UTC().Format(time.RFC3339))
+}
+
+// drift lists what no longer matches a migrated layout: a counting index
+// missing or invalid (admission counts then scan the table), a unique rule
+// back on the key (enqueues fail with 23505 again), a runtime table or the
+// skip-metadata column missing. Up repairs each of them.
+func (in *inspection) drift() []string {
+	if in.state() != Migrated {
+		return nil
+	}
+	var out []string
+	for _, ci := range countingIndexes(in.l) {
+		if _, ok := in.equivalent(ci); ok {
+			continue
+		}
+		found := false
+		for _, ix := range in.indexes[ci.table] {
+			if ix.name == ci.name {
+				found = true
+				if !ix.valid {
+					out = append(out, fmt.Sprintf("counting index %s on %s is INVALID", layout.Ident(ci.name), in.l.Table(ci.table)))
+				}
+			}
+		}
+		if !found {
+			out = append(out, fmt.Sprintf("counting index %s on %s is missing", layout.Ident(ci.name), in.l.Table(ci.table)))
+		}
+	}
+	for _, t := range in.tables {
+		for _, ix := range in.indexes[t.name] {
+			if ix.unique && !ix.primary && ix.coversKey() {
+				what := "unique index"
+				if ix.constraint != "" {
+					what = "unique constraint"
+				}
+				out = append(out, fmt.Sprintf("%s %s on %s covers the key again (%s): enqueues over the limit of 1 fail with 23505", what, layout.Ident(ix.name), in.l.Table(t.name), ix.definition))
+			}
+		}
+	}
+	for _, rt := range runtimeTables {
+		if !in.runtime[rt.name] {
+			out = append(out, fmt.Sprintf("runtime table %s is missing", in.l.Table(rt.name)))
+		}
+	}
+	if st := in.l.SkipTable(); st != "" && !in.skipColumn {
+		out = append(out, fmt.Sprintf("skip-metadata column %s.%s is missing", in.l.Table(st), layout.Ident(layout.SkipMetadataColumn)))
 	}
 	return out
 }

@@ -141,7 +141,7 @@ func files(l layout.Resolved, rules []rebuildRule, prefix []countingIndex) (map[
 // added or dropped before up runs, write them again (the cutover back
 // refuses to finish while a saved rule is not rebuilt).
 func FilesFor(ctx context.Context, databaseURL string, l layout.Layout) (map[string]string, error) {
-	r, err := newRunner(ctx, databaseURL, l, Options{})
+	r, err := newRunner(ctx, databaseURL, l, Options{}, "sql")
 	if err != nil {
 		return nil, err
 	}

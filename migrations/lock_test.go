@@ -3,6 +3,7 @@ package migrations_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -100,8 +101,8 @@ func lockHolderCase(t *testing.T, late bool) {
 	rep, err := migrations.Up(ctx, url, s.Layout, migrations.Options{
 		LockTimeout: lockTimeout,
 		MaxAttempts: 20,
-		OnStep: func(r migrations.StepResult) {
-			if late && r.Number == 3 { // the last counting index; the cutover is next
+		BeforeStep: func(_ context.Context, r migrations.StepResult) {
+			if late && strings.HasPrefix(r.Name, "cutover") { // its intent recorded, the step is next
 				hold()
 			}
 		},

@@ -7,7 +7,11 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"os"
+	"regexp"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -49,6 +53,11 @@ type Options struct {
 	ProgressEvery time.Duration
 	// OnStep is called after every step, done or skipped.
 	OnStep func(StepResult)
+	// BeforeStep is called before every step that has work to do, after
+	// the run recorded its intent to take the step in the version table.
+	// The step runs when it returns; a run whose context is cancelled
+	// meanwhile stops there, as after a kill.
+	BeforeStep func(ctx context.Context, s StepResult)
 	// OnRetry is called when a step could not take a lock (or hit a
 	// deadlock) and will be tried again after wait.
 	OnRetry func(step string, attempt int, wait time.Duration, err error)
@@ -158,6 +167,9 @@ type step struct {
 	index string
 	// onError maps a step's failure to a better error (duplicates).
 	onError func(ctx context.Context, err error) error
+	// createsVersionTable marks up's first step: intent can be recorded
+	// once it is done.
+	createsVersionTable bool
 }
 
 // runner holds a run's connection and options.
@@ -167,32 +179,68 @@ type runner struct {
 	opts Options
 	conn *pgx.Conn
 	pid  uint32
+	// direction is "up" or "down" for a run that changes the database.
+	direction string
+	// versionTable says the version table (with its step columns) exists,
+	// so that intent can be recorded in it.
+	versionTable bool
+	// pooler is set when the connection goes through a pooler (read-only
+	// runs go on; up and down refuse).
+	pooler *PoolerError
+	// locked says the run holds its session advisory lock.
+	locked bool
 }
 
 func connect(ctx context.Context, url string) (*pgx.Conn, error) {
-	cfg, err := pgx.ParseConfig(url)
-	if err != nil {
-		return nil, pgurl.RedactError(url, fmt.Errorf("parse the database URL: %w (expected postgres://user@host:5432/dbname)", err))
-	}
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return nil, pgurl.RedactError(url, fmt.Errorf("connect to %s: %w", pgurl.Describe(url), err))
-	}
-	return conn, nil
+	return pgurl.Connect(ctx, url, "")
 }
+
+// applicationName names a run's session in pg_stat_activity, with the
+// process and host that started it, so that a later run can tell a session
+// whose process is gone (killed while the server went on building an
+// index) from a run in progress.
+func applicationName(direction string) string {
+	host, _ := os.Hostname()
+	name := fmt.Sprintf("migrate-unique %s pid=%d host=%s", direction, os.Getpid(), host)
+	if len(name) > 63 {
+		name = name[:63] // PostgreSQL truncates it there
+	}
+	return name
+}
+
+var applicationNameRE = regexp.MustCompile(`^migrate-unique (\w+) pid=(\d+) host=(.*)$`)
 
 // newRunner resolves l, the one place a database entry point (Up, Down,
 // Plan, Status, FilesFor) defaults and validates its layout, and connects.
-func newRunner(ctx context.Context, url string, l layout.Layout, opts Options) (*runner, error) {
+// direction is "up" or "down" for a run that changes the database, else
+// the read-only command's name.
+func newRunner(ctx context.Context, url string, l layout.Layout, opts Options, direction string) (*runner, error) {
 	rl, err := l.Resolve()
 	if err != nil {
 		return nil, err
 	}
-	conn, err := connect(ctx, url)
+	conn, err := pgurl.Connect(ctx, url, applicationName(direction))
 	if err != nil {
 		return nil, err
 	}
 	r := &runner{url: url, l: rl, opts: opts.withDefaults(), conn: conn, pid: conn.PgConn().PID()}
+	// Through a pooler, the process id the connection was given is the
+	// pooler's, not the server process's that runs the statements.
+	var serverPID uint32
+	if err := conn.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&serverPID); err != nil {
+		r.close()
+		return nil, fmt.Errorf("read the server process id: %w", err)
+	}
+	if serverPID != r.pid {
+		r.pooler = &PoolerError{ServerPID: serverPID, ConnectionPID: r.pid}
+	}
+	if direction != "up" && direction != "down" {
+		return r, nil // read-only: no session setting, no lock
+	}
+	if r.pooler != nil {
+		r.close()
+		return nil, r.pooler
+	}
 	// A run never depends on the server's or role's defaults for these.
 	if _, err := conn.Exec(ctx, "SET lock_timeout = 0; SET statement_timeout = 0; SET idle_in_transaction_session_timeout = 0"); err != nil {
 		r.close()
@@ -201,34 +249,147 @@ func newRunner(ctx context.Context, url string, l layout.Layout, opts Options) (
 	return r, nil
 }
 
+// ErrPooler is wrapped by the error of Up and Down through a connection
+// pooler or proxy.
+var ErrPooler = errors.New("connected through a connection pooler")
+
+// PoolerError says that the connection goes through a pooler or proxy:
+// the server process that ran a statement is not the one the connection
+// was given at startup. Up and Down refuse before any change, because a
+// run needs one server session throughout (its run lock and its session
+// settings), and a transaction-mode pooler such as PgBouncer shares server
+// sessions between clients transaction by transaction: the lock would stay
+// on a pooled connection and the settings would reach other clients.
+// errors.Is(err, ErrPooler) holds.
+type PoolerError struct {
+	// ServerPID is the server process that answered; ConnectionPID the
+	// process id the pooler gave the connection.
+	ServerPID, ConnectionPID uint32
+}
+
+// Is makes errors.Is(err, ErrPooler) true.
+func (e *PoolerError) Is(target error) bool { return target == ErrPooler }
+
+// Error says what was found and what to do.
+func (e *PoolerError) Error() string {
+	return fmt.Sprintf("connected through a connection pooler or proxy (the statements ran in server process %d, the connection was given process id %d): up and down need one server session for the whole run (a run lock and session settings), which a transaction-mode pooler such as PgBouncer shares with other clients between transactions. Connect directly to PostgreSQL (the server's host and port, not the pooler's); nothing was changed", e.ServerPID, e.ConnectionPID)
+}
+
 func (r *runner) lockID() int64 { return lockid.For("migrate-unique", r.l.Schema+"/"+layoutID(r.l)) }
 
 // lock takes the layout's run lock (a session advisory lock): no second run.
+// When another session holds it, the error is a *BusyError naming it.
 func (r *runner) lock(ctx context.Context) error {
 	var ok bool
 	if err := r.conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", r.lockID()).Scan(&ok); err != nil {
 		return fmt.Errorf("take the run lock: %w", err)
 	}
-	if !ok {
-		return ErrBusy
+	if ok {
+		r.locked = true
+		return nil
 	}
-	return nil
+	h, err := r.holder(ctx)
+	if err != nil {
+		return err
+	}
+	if h == nil {
+		return &BusyError{} // released meanwhile: still refuse, the next run goes
+	}
+	return h
 }
 
-// busy reports, read-only, whether another run holds the layout's run lock.
-func (r *runner) busy(ctx context.Context) (bool, error) {
-	var held bool
-	err := r.conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1
-  AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-  AND classid::bigint = ($1::bigint >> 32) & 4294967295 AND objid::bigint = $1::bigint & 4294967295)`, r.lockID()).Scan(&held)
-	return held, err
+// holder describes, read-only, the session that holds the layout's run
+// lock, or returns nil when it is free.
+func (r *runner) holder(ctx context.Context) (*BusyError, error) {
+	var h BusyError
+	var age float64
+	err := r.conn.QueryRow(ctx, `SELECT a.pid, coalesce(a.application_name, ''), coalesce(a.state, ''), left(coalesce(a.query, ''), 200),
+       coalesce(extract(epoch FROM now() - CASE WHEN a.state = 'active' THEN a.query_start ELSE a.state_change END), 0)::float8
+FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 AND l.pid <> pg_backend_pid()
+  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+  AND l.classid::bigint = ($1::bigint >> 32) & 4294967295 AND l.objid::bigint = $1::bigint & 4294967295
+LIMIT 1`, r.lockID()).Scan(&h.PID, &h.Application, &h.State, &h.Query, &age)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the run lock's holder: %w", err)
+	}
+	h.Age = time.Duration(age * float64(time.Second))
+	if m := applicationNameRE.FindStringSubmatch(h.Application); m != nil {
+		h.ClientPID, _ = strconv.Atoi(m[2])
+		h.ClientHost = m[3]
+		if host, err := os.Hostname(); err == nil && host == h.ClientHost && h.ClientPID > 0 {
+			h.Orphaned = processGone(h.ClientPID)
+		}
+	}
+	return &h, nil
+}
+
+// processGone reports whether no process pid exists on this host.
+func processGone(pid int) bool {
+	p, err := os.FindProcess(pid)
+	if err != nil {
+		return true
+	}
+	err = p.Signal(syscall.Signal(0))
+	return errors.Is(err, os.ErrProcessDone) || errors.Is(err, syscall.ESRCH)
+}
+
+// BusyError says that a session holds the layout's run lock: another run in
+// progress, or the server session of a run whose process was killed while
+// the server went on with its statement (a CREATE INDEX CONCURRENTLY goes on
+// until it finishes, holding the lock). errors.Is(err, ErrBusy) holds.
+type BusyError struct {
+	// PID is the holding session's backend process id (0 when unknown).
+	PID int
+	// Application is its application_name; ClientPID and ClientHost the
+	// process and host of the migrate-unique run that opened it, when the
+	// name says so.
+	Application string
+	ClientPID   int
+	ClientHost  string
+	// State is the session's state (active, idle, ...), Query its current
+	// or last statement, and Age how long it has been in that state.
+	State, Query string
+	Age          time.Duration
+	// Orphaned says that the run that opened the session was on this host
+	// and its process no longer exists: nothing will ever use the session.
+	Orphaned bool
+}
+
+// Is makes errors.Is(err, ErrBusy) true.
+func (e *BusyError) Is(target error) bool { return target == ErrBusy }
+
+// Error names the session, what it runs and since when, and the command
+// that ends it.
+func (e *BusyError) Error() string {
+	if e.PID == 0 {
+		return ErrBusy.Error()
+	}
+	what := fmt.Sprintf("backend pid %d, %s for %s", e.PID, e.State, e.Age.Round(time.Second))
+	if e.Query != "" {
+		what += fmt.Sprintf(": %q", e.Query)
+	}
+	end := fmt.Sprintf("SELECT pg_terminate_backend(%d)", e.PID)
+	if e.Orphaned {
+		return fmt.Sprintf("an orphaned session holds this layout's run lock: the migrate-unique run that opened it (process %d on this host) is gone, but the server goes on with its statement (%s). End it with %s (an index it was building is left INVALID, and the next run drops and rebuilds it), then run again", e.ClientPID, what, end)
+	}
+	client := "its client"
+	if e.ClientPID > 0 {
+		client = fmt.Sprintf("process %d on host %s", e.ClientPID, e.ClientHost)
+	}
+	return fmt.Sprintf("another migrate-unique run is working on this layout (%s; started by %s). Wait for it to finish; if that process is gone (killed), the session is orphaned: end it with %s, then run again", what, client, end)
 }
 
 func (r *runner) close() {
 	if r.conn != nil {
 		// Unlock before closing: a backend exits asynchronously, and a run
 		// started right after this one must not find the lock still held.
-		_, _ = r.conn.Exec(context.Background(), "SELECT pg_advisory_unlock_all()")
+		if r.locked {
+			_, _ = r.conn.Exec(context.Background(), "SELECT pg_advisory_unlock($1)", r.lockID())
+		}
 		_ = r.conn.Close(context.Background())
 	}
 }
@@ -298,15 +459,46 @@ func backoff(n int) time.Duration {
 	return d/2 + rand.N(d/2+1)
 }
 
+// recordIntent writes, before a step, which run is taking which step, so
+// that a run killed in the step leaves a trace that status reads ("a down
+// stopped at step 2/6, rebuild unique rule ...") and the next run of either
+// direction knows the layout is half-way. It commits on its own, before the
+// step starts.
+func (r *runner) recordIntent(ctx context.Context, n, total int, s step) error {
+	if !r.versionTable || r.direction == "" {
+		return nil // up's first step creates the table and its row
+	}
+	state := map[string]string{"up": "migrating", "down": "rolling back"}[r.direction]
+	_, err := r.conn.Exec(ctx, "UPDATE "+r.l.Table(layout.VersionTable)+
+		" SET state = $1, step = $2, step_started_at = now(), updated_at = now() WHERE layout = $3",
+		state, fmt.Sprintf("%s %d/%d: %s", r.direction, n, total, s.name), layoutID(r.l))
+	if err != nil {
+		return fmt.Errorf("record the intent of step %d (%s) in %s: %w", n, s.name, r.l.Table(layout.VersionTable), err)
+	}
+	return nil
+}
+
 // execute runs steps in order and fills rep.
 func (r *runner) execute(ctx context.Context, steps []step, rep *Report) error {
 	for i, s := range steps {
 		res := StepResult{Number: i + 1, Name: s.name, Table: s.table, Lock: s.lock, Skipped: s.skip}
 		start := time.Now()
 		if s.skip == "" {
+			if err := r.recordIntent(ctx, i+1, len(steps), s); err != nil {
+				return err
+			}
+			if r.opts.BeforeStep != nil {
+				r.opts.BeforeStep(ctx, res)
+				if err := ctx.Err(); err != nil {
+					return fmt.Errorf("before step %d (%s): %w", i+1, s.name, err)
+				}
+			}
 			r.printf("step %d/%d: %s ...\n", i+1, len(steps), s.name)
 			var err error
 			res.Attempts, res.LockHeld, err = r.runStep(ctx, s)
+			if err == nil && s.createsVersionTable {
+				r.versionTable = true
+			}
 			if err != nil {
 				res.Duration = time.Since(start)
 				rep.Steps = append(rep.Steps, res)

@@ -2,7 +2,6 @@ package migrations
 
 import (
 	"context"
-	"fmt"
 	"strings"
 
 	"github.com/migrate-unique/migrate-unique/layout"
@@ -21,9 +20,12 @@ type PlannedStep struct {
 	Rows, Bytes int64
 	// Skip says why the step has nothing to do, or "".
 	Skip string
-	// Concurrent steps run outside any transaction; the others run in one
-	// transaction each, with SET LOCAL lock_timeout.
+	// Concurrent steps run outside any transaction (CONCURRENTLY).
 	Concurrent bool
+	// Transaction steps run in one transaction each, with SET LOCAL
+	// lock_timeout, retried after a lock timeout; a step that is neither
+	// (ANALYZE) is one statement on its own, outside any transaction.
+	Transaction bool
 }
 
 // PlanResult is what Plan found and what Up would do.
@@ -33,7 +35,8 @@ type PlanResult struct {
 	// Findings are the preflight's findings; a fatal one means Up would
 	// refuse.
 	Findings []Finding
-	// Steps lists what Up would run, in order (empty when migrated).
+	// Steps lists what Up would run, in order (empty when migrated without
+	// drift; a drifted layout lists the steps that repair it).
 	Steps []PlannedStep
 }
 
@@ -42,16 +45,19 @@ type PlanResult struct {
 // nothing. A fatal preflight finding is returned in PlanResult.Findings, not
 // as an error; a layout that is not found is a *NotFoundError.
 func Plan(ctx context.Context, databaseURL string, l layout.Layout) (*PlanResult, error) {
-	r, err := newRunner(ctx, databaseURL, l, Options{})
+	r, err := newRunner(ctx, databaseURL, l, Options{}, "plan")
 	if err != nil {
 		return nil, err
 	}
 	defer r.close()
 	res := &PlanResult{}
-	if busy, err := r.busy(ctx); err != nil {
-		return nil, fmt.Errorf("read the run lock: %w", err)
-	} else if busy {
-		res.Findings = append(res.Findings, Finding{Fatal: true, Message: ErrBusy.Error()})
+	if r.pooler != nil {
+		res.Findings = append(res.Findings, Finding{Fatal: true, Message: r.pooler.Error()})
+	}
+	if h, err := r.holder(ctx); err != nil {
+		return nil, err
+	} else if h != nil {
+		res.Findings = append(res.Findings, Finding{Fatal: true, Message: h.Error()})
 	}
 	in, findings, err := r.preflight(ctx, "up")
 	if pe, ok := err.(*PreflightError); ok {
@@ -65,7 +71,7 @@ func Plan(ctx context.Context, databaseURL string, l layout.Layout) (*PlanResult
 		res.Findings = append(res.Findings, findings...)
 	}
 	res.State = in.state()
-	if res.State == Migrated {
+	if res.State == Migrated && len(in.drift()) == 0 {
 		return res, nil
 	}
 	steps, err := upSteps(in, r.opts)
@@ -73,7 +79,7 @@ func Plan(ctx context.Context, databaseURL string, l layout.Layout) (*PlanResult
 		return nil, err
 	}
 	for i, s := range steps {
-		ps := PlannedStep{Number: i + 1, Name: s.name, SQL: strings.TrimSpace(s.sql), Table: s.table, Lock: s.lock, Skip: s.skip, Concurrent: s.kind == stepConcurrent}
+		ps := PlannedStep{Number: i + 1, Name: s.name, SQL: strings.TrimSpace(s.sql), Table: s.table, Lock: s.lock, Skip: s.skip, Concurrent: s.kind == stepConcurrent, Transaction: s.kind == stepTx}
 		for _, t := range in.tables {
 			if strings.Contains(s.table, r.l.Table(t.name)) {
 				ps.Rows += t.rows

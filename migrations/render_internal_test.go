@@ -59,7 +59,7 @@ func TestStatementTextIsPinned(t *testing.T) {
 		`PERFORM set_config('lock_timeout', '1500ms', true);`,
 		`LOCK TABLE "Billing Queue"."JobRequests", "Billing Queue"."job_processes" IN ACCESS EXCLUSIVE MODE;`,
 		`ARRAY['"Billing Queue"."JobRequests"', '"Billing Queue"."job_processes"']::regclass[]`,
-		`UPDATE "Billing Queue"."migrate_unique_version" SET saved = saved || dropped`,
+		`UPDATE "Billing Queue"."migrate_unique_version" v SET saved = v.saved || coalesce((`,
 	} {
 		if !strings.Contains(cut, want) {
 			t.Errorf("the cutover lacks %q:\n%s", want, cut)

@@ -34,11 +34,26 @@ type StatusResult struct {
 	InvalidIndexes []string
 	// Saved lists the unique rules the cutover dropped and down restores.
 	Saved []SavedUnique
+	// Direction is "up" or "down" when State is PartlyMigrated because a
+	// run of that direction recorded its intent and did not finish; Stopped
+	// says where it stopped and Next what to run.
+	Direction, Stopped, Next string
+	// Drift lists what no longer matches a migrated layout (a counting index
+	// missing or invalid, a unique rule back on the key, a runtime table
+	// missing); up repairs it.
+	Drift []string
+	// Run describes the session that holds the layout's run lock: a run in
+	// progress, or the orphaned server session of a killed one. nil when the
+	// lock is free.
+	Run *BusyError
+	// Pooler is set when the connection goes through a pooler: status works
+	// there (it reads only), up and down refuse.
+	Pooler *PoolerError
 }
 
 // Status reports the layout's state, read-only.
 func Status(ctx context.Context, databaseURL string, l layout.Layout) (*StatusResult, error) {
-	r, err := newRunner(ctx, databaseURL, l, Options{})
+	r, err := newRunner(ctx, databaseURL, l, Options{}, "status")
 	if err != nil {
 		return nil, err
 	}
@@ -52,7 +67,21 @@ func Status(ctx context.Context, databaseURL string, l layout.Layout) (*StatusRe
 	} else if err != nil {
 		return nil, err
 	}
-	res := &StatusResult{State: in.state(), ToolVersion: version.Version, InvalidIndexes: in.invalidOurs()}
+	res := &StatusResult{State: in.state(), ToolVersion: version.Version, InvalidIndexes: in.invalidOurs(),
+		Direction: in.direction(), Stopped: in.stoppedRun(), Drift: in.drift(), Pooler: r.pooler}
+	switch {
+	case res.Direction == "up":
+		res.Next = "run up again to finish it, or down to roll it back"
+	case res.Direction == "down":
+		res.Next = "run down again to finish it, or up to take the layout forward again"
+	case len(res.Drift) > 0:
+		res.Next = "run up to repair the drift"
+	case res.State == PartlyMigrated:
+		res.Next = "run up to finish the migration, or down to roll it back"
+	}
+	if res.Run, err = r.holder(ctx); err != nil {
+		return nil, err
+	}
 	if in.version != nil {
 		res.RecordedVersion, res.RecordedAt, res.Saved = in.version.toolVersion, in.version.updatedAt, in.version.saved
 	}

@@ -23,11 +23,15 @@ func Up(ctx context.Context, databaseURL string, l layout.Layout, opts Options) 
 		return nil, err
 	}
 	defer r.close()
-	if rep.Before == Migrated {
+	drift := in.drift()
+	if rep.Before == Migrated && len(drift) == 0 {
 		rep.After = Migrated
 		rep.Saved = in.version.saved
 		r.printf("already migrated (tool %s, %s); nothing to do\n", in.version.toolVersion, in.version.updatedAt.UTC().Format(time.RFC3339))
 		return rep, nil
+	}
+	for _, d := range drift {
+		r.printf("drift: %s; repairing it\n", d)
 	}
 	steps, err := upSteps(in, r.opts)
 	if err != nil {
@@ -47,10 +51,11 @@ func Up(ctx context.Context, databaseURL string, l layout.Layout, opts Options) 
 // begin opens a run of Up or Down: it connects, takes the layout's run lock
 // and runs the preflight, printing its findings. The caller closes r.
 func begin(ctx context.Context, databaseURL string, l layout.Layout, opts Options, direction string) (*runner, *inspection, *Report, error) {
-	r, err := newRunner(ctx, databaseURL, l, opts)
+	r, err := newRunner(ctx, databaseURL, l, opts, direction)
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	r.direction = direction
 	if err := r.lock(ctx); err != nil {
 		r.close()
 		return nil, nil, nil, err
@@ -60,6 +65,7 @@ func begin(ctx context.Context, databaseURL string, l layout.Layout, opts Option
 		r.close()
 		return nil, nil, nil, err
 	}
+	r.versionTable = in.versionTable && in.version != nil
 	rep := &Report{Direction: direction, Before: in.state(), Findings: findings}
 	for _, f := range findings {
 		r.printf("preflight %s\n", f)
@@ -92,7 +98,7 @@ func upSteps(in *inspection, opts Options) ([]step, error) {
 	if err != nil {
 		return nil, err
 	}
-	steps = append(steps, step{name: "version table", table: l.Table(layout.VersionTable), lock: "none on the queue", kind: stepTx, sql: sql})
+	steps = append(steps, step{name: "version table", table: l.Table(layout.VersionTable), lock: "none on the queue", kind: stepTx, sql: sql, createsVersionTable: true})
 	for _, ci := range countingIndexes(l) {
 		t := in.table(ci.table)
 		sql, err := ci.createSQL(l, t.keyColumn())
@@ -225,8 +231,17 @@ func (r *runner) preflight(ctx context.Context, direction string) (*inspection, 
 			fatal("table %s has no key column %s (nor %s): is this the right table?", l.Table(t.name), layout.LegacyKeyColumn, layout.KeyColumn)
 		}
 	}
-	if in.version != nil && in.version.state == "rolling back" && direction == "up" {
-		note("a down run stopped half-way; up takes the layout forward again")
+	if in.version != nil && in.version.state != "migrated" {
+		stopped := in.stoppedRun()
+		switch {
+		case in.direction() == direction:
+			note("%s; this run finishes it", stopped)
+		case direction == "up" || direction == "down":
+			note("%s; %s takes the layout the other way from where it stopped", stopped, direction)
+		}
+	}
+	for _, d := range in.drift() {
+		note("drift: %s; up repairs it", d)
 	}
 	for _, name := range in.invalidOurs() {
 		note("index %s is an invalid leftover of an interrupted build; it will be dropped and rebuilt", name)

@@ -10,6 +10,17 @@ import (
 // module.
 var ErrNoPackages = errors.New("the patterns match no package of the main module")
 
+// NoModuleError means the directory is in no Go module and no go.work
+// workspace: there is nothing to migrate there.
+type NoModuleError struct {
+	// Dir is the directory the run started in.
+	Dir string
+}
+
+func (e *NoModuleError) Error() string {
+	return fmt.Sprintf("no go.mod in %s or any directory above it (and no go.work): the code migration works on a Go module; cd into the module's directory (where its go.mod is), or into a go.work workspace's directory to migrate its modules together, and run it again", e.Dir)
+}
+
 // maxListed bounds how many individual problems an error message lists.
 const maxListed = 10
 

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -24,16 +25,24 @@ import (
 // Options configures [Plan].
 type Options struct {
 	// Analyzer finds the code to migrate; each of its diagnostics carries at
-	// most one suggested fix. Required.
+	// most one suggested fix. Required unless Program is set.
 	Analyzer *analysis.Analyzer
+	// Program, when set, returns the analyzer for one load from every
+	// package of it (the patterns' packages; their dependencies are
+	// reachable through Imports), and Analyzer is not used: for an analyzer
+	// whose decisions depend on the whole run, such as which types are
+	// jobs (analyzer.Config.ForProgram). It is called once per tag set.
+	Program func(pkgs []*packages.Package) (*analysis.Analyzer, error)
 	// Dir is the directory the patterns are resolved in, inside the main
-	// module; "" means the current directory.
+	// module or a go.work workspace; "" means the current directory.
 	Dir string
-	// Patterns are go package patterns; none means the whole main module
-	// (the module that holds Dir), wherever in it Dir is. Packages of the
-	// module that the patterns leave out are not migrated, but the
-	// rewritten module is type-checked whole, so a call site among them
-	// that the rewrite would break is a refusal ([*VerifyError]).
+	// Patterns are go package patterns, or paths of .go files (each names
+	// the package that holds it), as [Resolve] reads them; none means the
+	// whole main module (the module that holds Dir), wherever in it Dir
+	// is, or in a go.work workspace every package of its modules. Packages
+	// that the patterns leave out are not migrated, but the rewritten
+	// module is type-checked whole, so a call site among them that the
+	// rewrite would break is a refusal ([*VerifyError]).
 	Patterns []string
 	// Tags lists build-tag sets, each comma-separated as for `go build
 	// -tags`. The module is loaded once without tags and once per set, so
@@ -102,21 +111,19 @@ type Result struct {
 // [*OutsideModuleError], [*FileChangedError] or [*VerifyError] (wrapped), or
 // a go command failure.
 func Plan(ctx context.Context, opts Options) (*Result, error) {
-	if opts.Analyzer == nil {
-		return nil, errors.New("rewrite: Options.Analyzer is nil")
+	if opts.Analyzer == nil && opts.Program == nil {
+		return nil, errors.New("rewrite: Options.Analyzer and Options.Program are nil")
 	}
-	patterns := opts.Patterns
-	if len(patterns) == 0 {
-		// The whole module, even from one of its subdirectories: a
-		// rename is only safe when every call site changes with it.
-		root, err := moduleRoot(ctx, opts)
-		if err != nil {
-			return nil, err
-		}
-		if root != "" {
-			opts.Dir = root
-		}
-		patterns = []string{"./..."}
+	// The whole module (or workspace) by default, even from one of its
+	// subdirectories: a rename is only safe when every call site changes
+	// with it.
+	target, err := Resolve(ctx, opts.Dir, opts.Env, opts.Patterns)
+	if err != nil {
+		return nil, err
+	}
+	patterns := target.Patterns
+	if len(opts.Patterns) == 0 {
+		opts.Dir = target.Root
 	}
 	tagSets := append([]string{""}, opts.Tags...)
 	if opts.Logger == nil {
@@ -124,7 +131,7 @@ func Plan(ctx context.Context, opts Options) (*Result, error) {
 	}
 
 	p := &planner{files: map[string]*fileEdits{}, findings: map[findingKey]*Finding{},
-		loaded: map[string]bool{}}
+		loaded: map[string]bool{}, moduleDir: target.Root, moduleDirs: map[string]bool{}}
 	for _, tags := range tagSets {
 		if err := p.analyze(ctx, opts, patterns, tags); err != nil {
 			return nil, err
@@ -161,10 +168,10 @@ func Plan(ctx context.Context, opts Options) (*Result, error) {
 		// The quick check covers the loaded packages; when the patterns
 		// may leave some of the module out, a full load of the whole
 		// module checks the packages they leave out too.
-		whole := len(opts.Patterns) == 0 || len(patterns) == 1 && patterns[0] == "./..." && sameDir(opts.Dir, p.moduleDir)
+		whole := len(opts.Patterns) == 0 || slices.Equal(patterns, target.Whole) && sameDir(opts.Dir, p.moduleDir)
 		verifyOpts, verifyPatterns := opts, patterns
 		if !whole {
-			verifyOpts.Dir, verifyPatterns = p.moduleDir, []string{"./..."}
+			verifyOpts.Dir, verifyPatterns = p.moduleDir, target.Whole
 		}
 		for i, tags := range tagSets {
 			start := time.Now()
@@ -191,9 +198,13 @@ func Plan(ctx context.Context, opts Options) (*Result, error) {
 
 // planner accumulates findings and edits across the loads of one Plan.
 type planner struct {
+	// module names the run's module(s); moduleDir is the run's root (the
+	// main module's directory, or the workspace's).
 	module, moduleDir string
-	files             map[string]*fileEdits
-	findings          map[findingKey]*Finding
+	// moduleDirs are the directories of the run's modules.
+	moduleDirs map[string]bool
+	files      map[string]*fileEdits
+	findings   map[findingKey]*Finding
 	// loaded are the main module's files some load included.
 	loaded map[string]bool
 	// loads are the packages of each load, in tagSets order.
@@ -263,14 +274,20 @@ func (p *planner) analyze(ctx context.Context, opts Options, patterns []string, 
 	})
 
 	start = time.Now()
-	graph, err := checker.Analyze([]*analysis.Analyzer{opts.Analyzer}, roots, nil)
+	a := opts.Analyzer
+	if opts.Program != nil {
+		if a, err = opts.Program(pkgs); err != nil {
+			return err
+		}
+	}
+	graph, err := checker.Analyze([]*analysis.Analyzer{a}, roots, nil)
 	if err != nil {
-		return fmt.Errorf("run analyzer %s: %w", opts.Analyzer.Name, err)
+		return fmt.Errorf("run analyzer %s: %w", a.Name, err)
 	}
 	opts.Logger.DebugContext(ctx, "rewrite: analyzed", "tags", tags, "duration", time.Since(start))
 	for _, act := range graph.Roots {
 		if act.Err != nil {
-			return fmt.Errorf("analyzer %s on %s%s: %w", opts.Analyzer.Name, act.Package.ID, tagsSuffix(tags), act.Err)
+			return fmt.Errorf("analyzer %s on %s%s: %w", a.Name, act.Package.ID, tagsSuffix(tags), act.Err)
 		}
 		fset := act.Package.Fset
 		for _, d := range act.Diagnostics {
@@ -310,8 +327,8 @@ func (p *planner) reportNotLoaded(tags []string, patterns bool) error {
 				if name == "testdata" || name == "vendor" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") {
 					return filepath.SkipDir
 				}
-				if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil {
-					return filepath.SkipDir // a nested module
+				if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil && !p.moduleDirs[path] {
+					return filepath.SkipDir // a nested module not in the run
 				}
 			}
 			return nil
@@ -337,22 +354,110 @@ func (p *planner) reportNotLoaded(tags []string, patterns bool) error {
 	})
 }
 
-// moduleRoot returns the directory of the main module that holds opts.Dir,
-// or "" outside a module (the load then says what is wrong).
-func moduleRoot(ctx context.Context, opts Options) (string, error) {
-	cmd := exec.CommandContext(ctx, "go", "env", "GOMOD")
-	cmd.Dir, cmd.Env = opts.Dir, opts.Env
+// Target is what a run works on: the root of its module or workspace and
+// the package queries to load.
+type Target struct {
+	// Root is the directory of the main module (its go.mod), or of the
+	// go.work file in workspace mode.
+	Root string
+	// Workspace reports whether the go command is in workspace mode.
+	Workspace bool
+	// Patterns are the queries for go/packages: the package patterns as
+	// given, each .go file as "file=" + its absolute path, or Whole when
+	// none were given.
+	Patterns []string
+	// Whole are the patterns of every package of the run, from Root:
+	// "./..." for a module; in a workspace, each module's directory
+	// followed by "/..." (the go command's "./..." does not cross into the
+	// modules of a workspace from its directory).
+	Whole []string
+}
+
+// Resolve finds the module or go.work workspace that holds dir ("" is the
+// current directory) and turns a command line's arguments into package
+// queries, as go vet reads them: package patterns stay as they are, and the
+// path of a .go file names the package that holds it. Outside any module
+// and workspace it returns a [*NoModuleError].
+func Resolve(ctx context.Context, dir string, env []string, args []string) (Target, error) {
+	cmd := exec.CommandContext(ctx, "go", "env", "GOMOD", "GOWORK")
+	cmd.Dir, cmd.Env = dir, env
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return "", fmt.Errorf("find the main module (go env GOMOD): %w: %s", err, strings.TrimSpace(stderr.String()))
+		return Target{}, fmt.Errorf("find the main module (go env GOMOD GOWORK): %w: %s", err, strings.TrimSpace(stderr.String()))
 	}
-	gomod := strings.TrimSpace(string(out))
-	if gomod == "" || gomod == os.DevNull {
-		return "", nil
+	lines := strings.Split(strings.TrimSpace(string(out))+"\n", "\n")
+	gomod, gowork := strings.TrimSpace(lines[0]), strings.TrimSpace(lines[1])
+	var t Target
+	switch {
+	case gowork != "" && gowork != "off":
+		t.Root, t.Workspace = filepath.Dir(gowork), true
+	case gomod != "" && gomod != os.DevNull:
+		t.Root = filepath.Dir(gomod)
+	default:
+		abs, err := filepath.Abs(dir)
+		if err != nil {
+			abs = dir
+		}
+		return Target{}, &NoModuleError{Dir: abs}
 	}
-	return filepath.Dir(gomod), nil
+	for _, a := range args {
+		if strings.HasSuffix(a, ".go") {
+			path := a
+			if !filepath.IsAbs(path) {
+				path = filepath.Join(dir, path)
+			}
+			abs, err := filepath.Abs(path)
+			if err != nil {
+				return Target{}, err
+			}
+			if st, err := os.Stat(abs); err != nil || !st.Mode().IsRegular() {
+				return Target{}, fmt.Errorf("%s: not a Go file (give package patterns such as ./... or paths of .go files)", a)
+			}
+			t.Patterns = append(t.Patterns, "file="+abs)
+			continue
+		}
+		t.Patterns = append(t.Patterns, a)
+	}
+	t.Whole = []string{"./..."}
+	if t.Workspace {
+		if t.Whole, err = workspacePatterns(ctx, t.Root, env); err != nil {
+			return Target{}, err
+		}
+	}
+	if len(t.Patterns) == 0 {
+		t.Patterns = t.Whole
+	}
+	return t, nil
+}
+
+// workspacePatterns lists a pattern for every package of the modules of the
+// workspace rooted at root.
+func workspacePatterns(ctx context.Context, root string, env []string) ([]string, error) {
+	cmd := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Dir}}")
+	cmd.Dir, cmd.Env = root, env
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("list the workspace's modules (go list -m): %w: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	var patterns []string
+	for _, dir := range strings.Fields(string(out)) {
+		if rel := relPath(root, dir); rel != dir {
+			patterns = append(patterns, "./"+rel+"/...")
+			if rel == "." {
+				patterns[len(patterns)-1] = "./..."
+			}
+			continue
+		}
+		patterns = append(patterns, filepath.ToSlash(dir)+"/...")
+	}
+	if len(patterns) == 0 {
+		return nil, fmt.Errorf("the workspace %s uses no module", root)
+	}
+	return patterns, nil
 }
 
 // sameDir reports whether dir ("" is the current directory) is root.
@@ -376,10 +481,17 @@ func (p *planner) mainModuleRoots(pkgs []*packages.Package, patterns []string) (
 	var roots []*packages.Package
 	for _, pkg := range pkgs {
 		if pkg.Module == nil || !pkg.Module.Main {
-			return nil, fmt.Errorf("package %s is not in the main module; rewrite migrates one module at a time: run it from that module's directory", pkg.PkgPath)
+			return nil, fmt.Errorf("package %s is not in the main module (nor a module of the go.work workspace); rewrite migrates the main module, or the modules of a workspace together: run it from that module's directory, or add the module to go.work", pkg.PkgPath)
 		}
-		if p.module == "" {
-			p.module, p.moduleDir = pkg.Module.Path, pkg.Module.Dir
+		if !p.moduleDirs[pkg.Module.Dir] {
+			p.moduleDirs[pkg.Module.Dir] = true
+			mods := strings.Split(p.module, ", ")
+			if p.module == "" {
+				mods = nil
+			}
+			mods = append(mods, pkg.Module.Path)
+			sort.Strings(mods)
+			p.module = strings.Join(mods, ", ")
 		}
 		roots = append(roots, pkg)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/migrate-unique/migrate-unique/cmd/migrate-unique/internal/bench/rewrite"
 	"github.com/migrate-unique/migrate-unique/cmd/migrate-unique/internal/bench/slots"
 	"github.com/migrate-unique/migrate-unique/cmd/migrate-unique/internal/bench/vet"
+	"github.com/migrate-unique/migrate-unique/internal/jobmodgen"
 	"github.com/migrate-unique/migrate-unique/internal/pgurl"
 )
 
@@ -54,24 +55,38 @@ func runBench(ctx context.Context, e *env, args []string) error {
 type moduleFlags struct {
 	packages, jobs *int
 	dir            *string
+	layout         *jobmodgen.Layout
 }
 
 func addModuleFlags(fs *flag.FlagSet) moduleFlags {
-	return moduleFlags{
+	m := moduleFlags{
 		packages: fs.Int("packages", 50, "job packages in the generated module"),
 		jobs:     fs.Int("jobs", 2000, "job types in the generated module"),
 		dir:      fs.String("dir", "", "generate the module here and keep it (default: a temporary directory, removed)"),
+		layout:   new(jobmodgen.Layout),
 	}
+	fs.Func("layout", "`importing` (every job package imports the job interface, the default) or registered (none does; a registry package converts the jobs)", func(v string) error {
+		switch v {
+		case "importing":
+			*m.layout = jobmodgen.Importing
+		case "registered":
+			*m.layout = jobmodgen.Registered
+		default:
+			return fmt.Errorf("%q: want importing or registered", v)
+		}
+		return nil
+	})
+	return m
 }
 
 func (m moduleFlags) options() module.Options {
-	return module.Options{Packages: *m.packages, Jobs: *m.jobs, Dir: *m.dir}
+	return module.Options{Packages: *m.packages, Jobs: *m.jobs, Layout: *m.layout, Dir: *m.dir}
 }
 
 // runBenchVet times `go vet -vettool=<this binary>` against plain `go vet`
 // over the same generated module, in the same run, and prints the ratio.
 func runBenchVet(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet(e, "bench vet", "bench vet [-packages 50] [-jobs 2000] [-runs 3] [-dir DIR]")
+	fs := newFlagSet(e, "bench vet", "bench vet [-packages 50] [-jobs 2000] [-layout importing|registered] [-runs 3] [-dir DIR]")
 	gen := addModuleFlags(fs)
 	runs := fs.Int("runs", 3, "timed rounds after the warm-up, each with every package of the module changed")
 	if err := parseFlags(fs, args); err != nil {
@@ -98,7 +113,7 @@ func runBenchRewrite(ctx context.Context, e *env, args []string) error {
 		}
 		return err
 	}
-	fs := newFlagSet(e, "bench rewrite", "bench rewrite [-packages 50] [-jobs 2000] [-dir DIR]")
+	fs := newFlagSet(e, "bench rewrite", "bench rewrite [-packages 50] [-jobs 2000] [-layout importing|registered] [-dir DIR]")
 	gen := addModuleFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err

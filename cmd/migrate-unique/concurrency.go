@@ -7,10 +7,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -29,7 +31,7 @@ const concurrencyUsage = `concurrency status|release|set ...
       over-limit holders and most rescheduled waiting jobs
   concurrency release GROUP SLOT --force [--database URL] [--schema S]
       free a stuck slot; its old holder's token stops working
-  concurrency set GROUP --limit N [--reason TEXT] [--database URL] [--schema S]
+  concurrency set GROUP --limit N [--reason TEXT] [--force] [--database URL] [--schema S]
   concurrency set GROUP --clear [--database URL] [--schema S]
       write or remove a limit override, used by admission and execution
       alike; --limit 0 is the maintenance switch
@@ -93,26 +95,37 @@ func (f *concurrencyFlags) parse(args []string, minArgs, maxArgs int) ([]string,
 	return pos, nil
 }
 
-// open connects and returns the slot API, with a function to close it.
-func (f *concurrencyFlags) open(ctx context.Context) (*compat.Slots, string, func(), error) {
+// opened is a connection to the runtime tables.
+type opened struct {
+	slots *compat.Slots
+	conn  *pgx.Conn
+	url   string
+}
+
+func (o *opened) close() { o.conn.Close(context.Background()) }
+
+// open connects and returns the slot API. Every statement is a single round
+// trip with no session state (see pgurl.Connect), so the commands work the
+// same through a transaction-mode pooler.
+func (f *concurrencyFlags) open(ctx context.Context) (*opened, error) {
 	url, err := pgurl.Resolve(*f.database)
 	if err != nil {
-		return nil, "", nil, &exitError{code: 2, err: err}
+		return nil, &exitError{code: 2, err: err}
 	}
-	if *f.schema == "" || strings.ContainsRune(*f.schema, 0) {
-		return nil, "", nil, &exitError{code: 2, err: fmt.Errorf("--schema %q: give the schema that holds the runtime tables", *f.schema)}
+	if strings.ContainsRune(*f.schema, 0) {
+		return nil, &exitError{code: 2, err: fmt.Errorf("--schema %q: give the schema that holds the runtime tables", *f.schema)}
 	}
-	conn, err := pgx.Connect(ctx, url)
+	conn, err := pgurl.Connect(ctx, url, "migrate-unique concurrency")
 	if err != nil {
-		return nil, "", nil, fmt.Errorf("connect: %w", pgurl.RedactError(url, err))
+		return nil, err
 	}
 	l := layout.Layout{Schema: *f.schema, RequestsTable: layout.PlainJobsRequests}
 	s, err := compat.NewSlots(compat.Pgx(conn), l, compat.SlotsOptions{})
 	if err != nil {
 		conn.Close(context.Background())
-		return nil, "", nil, err
+		return nil, err
 	}
-	return s, url, func() { conn.Close(context.Background()) }, nil
+	return &opened{slots: s, conn: conn, url: url}, nil
 }
 
 // explain turns a database error into one that says what to do.
@@ -147,20 +160,25 @@ func runConcurrencyStatus(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	s, url, closeDB, err := f.open(ctx)
+	if len(pos) == 1 {
+		if err := checkGroupName(pos[0]); err != nil {
+			return err
+		}
+	}
+	db, err := f.open(ctx)
 	if err != nil {
 		return err
 	}
-	defer closeDB()
+	defer db.close()
 	var groups []compat.GroupStatus
 	if len(pos) == 1 {
-		st, err := s.Status(ctx, pos[0])
+		st, err := db.slots.Status(ctx, pos[0])
 		if err != nil {
-			return f.explain(url, err)
+			return f.explain(db.url, err)
 		}
 		groups = []compat.GroupStatus{st}
-	} else if groups, err = s.StatusAll(ctx); err != nil {
-		return f.explain(url, err)
+	} else if groups, err = db.slots.StatusAll(ctx); err != nil {
+		return f.explain(db.url, err)
 	}
 	if *asJSON {
 		b, err := json.Marshal(struct {
@@ -195,14 +213,14 @@ func printConcurrencyStatus(w io.Writer, groups []compat.GroupStatus, now time.T
 				limit += ")"
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\n", g.Group, limit, g.Active, g.OverLimit, len(g.Waiting))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\n", escapeControl(g.Group), escapeControl(limit), g.Active, g.OverLimit, len(g.Waiting))
 	}
 	tw.Flush()
 	for _, g := range groups {
 		if len(g.Slots) == 0 && len(g.Waiting) == 0 && len(g.LockHolders) == 0 {
 			continue
 		}
-		fmt.Fprintf(w, "\n%s\n", g.Group)
+		fmt.Fprintf(w, "\n%s\n", escapeControl(g.Group))
 		tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
 		if len(g.Slots) > 0 {
 			fmt.Fprintln(tw, "  SLOT\tSTATE\tJOB\tWORKER\tTOKEN\tEXPIRES")
@@ -220,7 +238,7 @@ func printConcurrencyStatus(w io.Writer, groups []compat.GroupStatus, now time.T
 			if sl.ExpiresAt != nil {
 				expires = sl.ExpiresAt.UTC().Format(time.RFC3339) + " (" + relative(sl.ExpiresAt.Sub(now)) + ")"
 			}
-			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%d\t%s\n", sl.Slot, state, dash(sl.JobID), dash(sl.WorkerID), sl.Token, expires)
+			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%d\t%s\n", sl.Slot, state, escapeControl(dash(sl.JobID)), escapeControl(dash(sl.WorkerID)), sl.Token, expires)
 		}
 		tw.Flush()
 		if len(g.LockHolders) > 0 {
@@ -239,7 +257,7 @@ func printConcurrencyStatus(w io.Writer, groups []compat.GroupStatus, now time.T
 			tw = tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
 			fmt.Fprintln(tw, "  WAITING JOB\tRESCHEDULES\tWAITING SINCE")
 			for _, wj := range g.Waiting {
-				fmt.Fprintf(tw, "  %s\t%d\t%s\n", wj.JobID, wj.Reschedules, wj.FirstAt.UTC().Format(time.RFC3339))
+				fmt.Fprintf(tw, "  %s\t%d\t%s\n", escapeControl(wj.JobID), wj.Reschedules, wj.FirstAt.UTC().Format(time.RFC3339))
 			}
 			tw.Flush()
 		}
@@ -275,43 +293,55 @@ func runConcurrencyRelease(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	slot, err := strconv.Atoi(pos[1])
-	if err != nil || slot < 0 {
-		return &exitError{code: 2, err: fmt.Errorf("slot %q: give the slot number shown by 'migrate-unique concurrency status %s'", pos[1], pos[0])}
+	if err := checkGroupName(pos[0]); err != nil {
+		return err
 	}
+	// A slot is an integer column: a number beyond it is a typo, not a
+	// driver encoding error.
+	slot64, err := strconv.ParseInt(pos[1], 10, 32)
+	if err != nil || slot64 < 0 {
+		return &exitError{code: 2, err: fmt.Errorf("slot %s: give a slot number from 0 to %d, as shown by 'migrate-unique concurrency status %s'", strconv.Quote(pos[1]), math.MaxInt32, shellArg(pos[0]))}
+	}
+	slot := int(slot64)
 	if !*force {
-		return &exitError{code: 2, err: fmt.Errorf("refusing to free slot %d of group %q without --force: its holder may still be running; check 'migrate-unique concurrency status %s' first", slot, pos[0], pos[0])}
+		return &exitError{code: 2, err: fmt.Errorf("refusing to free slot %d of group %s without --force: its holder may still be running; check 'migrate-unique concurrency status %s' first", slot, strconv.Quote(pos[0]), shellArg(pos[0]))}
 	}
-	s, url, closeDB, err := f.open(ctx)
+	db, err := f.open(ctx)
 	if err != nil {
 		return err
 	}
-	defer closeDB()
-	l, err := s.ForceRelease(ctx, pos[0], slot)
+	defer db.close()
+	l, err := db.slots.ForceRelease(ctx, pos[0], slot)
 	if err != nil {
-		return f.explain(url, err)
+		return f.explain(db.url, err)
 	}
 	if l.JobID == "" {
-		fmt.Fprintf(e.stdout, "freed slot %d of group %s (it was not held)\n", l.Slot, l.Group)
+		fmt.Fprintf(e.stdout, "freed slot %d of group %s (it was not held)\n", l.Slot, escapeControl(l.Group))
 		return nil
 	}
-	fmt.Fprintf(e.stdout, "freed slot %d of group %s: job %s on worker %s, token %d, no longer valid\n", l.Slot, l.Group, l.JobID, dash(l.WorkerID), l.Token)
+	fmt.Fprintf(e.stdout, "freed slot %d of group %s: job %s on worker %s, token %d, no longer valid\n", l.Slot, escapeControl(l.Group), escapeControl(l.JobID), escapeControl(dash(l.WorkerID)), l.Token)
 	return nil
 }
 
-const concurrencySetUsage = `concurrency set GROUP --limit N [--reason TEXT] | --clear [--database URL] [--schema S]
+const concurrencySetUsage = `concurrency set GROUP --limit N [--reason TEXT] [--force] | --clear [--database URL] [--schema S]
 
 Writes (--limit) or removes (--clear) an operator override of a group's
 limit in concurrency_limits. The override wins over the code's limit for
 admission and execution alike, without a deploy. --limit 0 blocks the group
 (the maintenance switch). Lowering a limit hands out no slot at or above it;
-current holders finish and show as over the limit.`
+current holders finish and show as over the limit.
+
+GROUP is checked first: a name no job can have (an empty class or key around
+'::', control characters, a key longer than the queue's key column) is
+refused, and a group with no job, slot or override yet is refused unless
+--force is given, so that a misspelt group never takes the override.`
 
 func runConcurrencySet(ctx context.Context, e *env, args []string) error {
 	f := newConcurrencyFlags(e, "set", concurrencySetUsage)
 	limit := f.fs.Int("limit", 0, "the group's new limit, 0 or more (0 runs and admits nothing)")
 	reason := f.fs.String("reason", "", "a note kept with the override, shown by status")
 	clearIt := f.fs.Bool("clear", false, "remove the override; the code's limit applies again")
+	force := f.fs.Bool("force", false, "set the override even though the group has no job, slot or override yet (checked to catch a misspelt group)")
 	pos, err := f.parse(args, 1, 1)
 	if err != nil {
 		return err
@@ -325,39 +355,172 @@ func runConcurrencySet(ctx context.Context, e *env, args []string) error {
 		return &exitError{code: 2, err: errors.New("--reason goes with --limit, not --clear")}
 	case limitSet && *limit < 0:
 		return &exitError{code: 2, err: fmt.Errorf("--limit %d: a limit is 0 (block the group) or more", *limit)}
+	case limitSet && *limit > math.MaxInt32:
+		return &exitError{code: 2, err: fmt.Errorf("--limit %d: at most %d (leave the group without an override for no limit)", *limit, math.MaxInt32)}
+	case strings.IndexFunc(*reason, isControl) >= 0 || !utf8.ValidString(*reason):
+		return &exitError{code: 2, err: fmt.Errorf("--reason %s contains a control character or invalid UTF-8; give one line of plain text", strconv.Quote(*reason))}
 	}
-	s, url, closeDB, err := f.open(ctx)
+	group := pos[0]
+	if err := checkGroupName(group); err != nil {
+		return err
+	}
+	db, err := f.open(ctx)
 	if err != nil {
 		return err
 	}
-	defer closeDB()
-	group := pos[0]
+	defer db.close()
+	shown, overrides := escapeControl(group), db.slots.Overrides()
 	if *clearIt {
-		had, err := s.ClearLimit(ctx, group)
+		had, err := overrides.ClearLimit(ctx, group)
 		if err != nil {
-			return f.explain(url, err)
+			return f.explain(db.url, err)
 		}
 		if !had {
-			fmt.Fprintf(e.stdout, "group %s had no override; nothing changed\n", group)
+			fmt.Fprintf(e.stdout, "group %s had no override; nothing changed\n", shown)
 			return nil
 		}
-		fmt.Fprintf(e.stdout, "cleared the override of group %s; the code's limit applies\n", group)
+		fmt.Fprintf(e.stdout, "cleared the override of group %s; the code's limit applies\n", shown)
 		return nil
 	}
-	if err := s.SetLimit(ctx, group, *limit, *reason); err != nil {
-		return f.explain(url, err)
+	if err := checkKeyLength(ctx, db.conn, *f.schema, group); err != nil {
+		return err
 	}
-	st, err := s.Status(ctx, group)
+	known, err := groupKnown(ctx, db.conn, *f.schema, group)
 	if err != nil {
-		return f.explain(url, err)
+		return f.explain(db.url, err)
 	}
-	fmt.Fprintf(e.stdout, "group %s: limit %d (override)", group, *limit)
+	if !known {
+		msg := fmt.Sprintf("group %s has no job, no slot and no override in schema %s: is the name right? A group is a job class (as stored in the queue's class column) or class::key", strconv.Quote(group), strconv.Quote(*f.schema))
+		if !*force {
+			return fmt.Errorf("%s; nothing was changed: pass --force to set it anyway (a group whose jobs are not enqueued yet)", msg)
+		}
+		fmt.Fprintf(e.stderr, "warning: %s; setting it anyway (--force)\n", msg)
+	}
+	if err := overrides.SetLimit(ctx, group, *limit, *reason); err != nil {
+		return f.explain(db.url, err)
+	}
+	// The override is written: say so before anything else can fail.
+	fmt.Fprintf(e.stdout, "group %s: limit %d (override)", shown, *limit)
 	if *limit == 0 {
 		fmt.Fprint(e.stdout, "; nothing of this group is admitted or started")
+	}
+	st, err := db.slots.Status(ctx, group)
+	if err != nil {
+		fmt.Fprintln(e.stdout)
+		fmt.Fprintf(e.stderr, "the override is written; reading the group's holders afterwards failed: %v\n", f.explain(db.url, err))
+		return nil
 	}
 	if st.OverLimit > 0 {
 		fmt.Fprintf(e.stdout, "; %d holder(s) over the new limit finish their jobs", st.OverLimit)
 	}
 	fmt.Fprintln(e.stdout)
 	return nil
+}
+
+// maxGroupBytes bounds a group name where the key column has no declared
+// length: a longer name cannot be a key of an indexed text column (a btree
+// entry holds at most about 2.7 kB).
+const maxGroupBytes = 2048
+
+// checkGroupName rejects a group name no job can have: empty, an empty
+// class or key around "::", control characters or invalid UTF-8, or longer
+// than any indexed key.
+func checkGroupName(group string) error {
+	class, key := layout.SplitGroupName(group)
+	bad := func(format string, args ...any) error {
+		return &exitError{code: 2, err: fmt.Errorf(format, args...)}
+	}
+	switch {
+	case group == "":
+		return bad("the group name is empty; give the job's class, or class::key")
+	case strings.IndexFunc(group, isControl) >= 0 || strings.ContainsRune(group, 0) || !utf8.ValidString(group):
+		return bad("the group name %s contains a control character or invalid UTF-8; no job's class or key can be that", strconv.Quote(group))
+	case class == "":
+		return bad("the group name %s has an empty class before '::'; give class or class::key", strconv.Quote(group))
+	case strings.Contains(group, "::") && key == "":
+		return bad("the group name %s has an empty key after '::'; for the whole class give the class alone", strconv.Quote(group))
+	case len(group) > maxGroupBytes:
+		return bad("the group name is %d bytes long; no indexed key is longer than %d: check what was pasted", len(group), maxGroupBytes)
+	}
+	return nil
+}
+
+// checkKeyLength rejects a group whose key is longer than the key column of
+// the queue tables in schema can hold (varchar(n)).
+func checkKeyLength(ctx context.Context, conn *pgx.Conn, schema, group string) error {
+	_, key := layout.SplitGroupName(group)
+	if key == "" {
+		return nil
+	}
+	var maxLen *int
+	err := conn.QueryRow(ctx, `SELECT min(a.atttypmod - 4)::int FROM pg_attribute a
+JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = $1 AND c.relkind IN ('r', 'p') AND a.attname IN ($2, $3) AND NOT a.attisdropped
+  AND a.atttypid IN ('varchar'::regtype, 'bpchar'::regtype) AND a.atttypmod > 4`, schema, layout.KeyColumn, layout.LegacyKeyColumn).Scan(&maxLen)
+	if err != nil {
+		return fmt.Errorf("read the key column's length: %w", err)
+	}
+	if n := utf8.RuneCountInString(key); maxLen != nil && n > *maxLen {
+		return &exitError{code: 2, err: fmt.Errorf("the key of group %s is %d characters long; the queue's key column holds at most %d, so no job has it", strconv.Quote(group), n, *maxLen)}
+	}
+	return nil
+}
+
+// classColumns are the names queues give their class column (SPEC 1).
+var classColumns = []string{"job_class", "job_type", "kind"}
+
+// groupKnown reports whether group has a slot, an override or a waiting
+// job, or jobs in a queue table of schema. Only queue tables with an index
+// that leads with the class column are read (the counting indexes of up),
+// so a misspelt group costs index probes, never a scan of a large table.
+func groupKnown(ctx context.Context, conn *pgx.Conn, schema, group string) (bool, error) {
+	qualified := func(name string) string { return layout.Qualified(schema, name) }
+	var known bool
+	err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM `+qualified(layout.SlotsTable)+` WHERE group_name = $1)
+  OR EXISTS (SELECT 1 FROM `+qualified(layout.LimitsTable)+` WHERE group_name = $1)
+  OR EXISTS (SELECT 1 FROM `+qualified(layout.ReschedulesTable)+` WHERE group_name = $1)`, group).Scan(&known)
+	if err != nil || known {
+		return known, err
+	}
+	rows, err := conn.Query(ctx, `SELECT DISTINCT c.relname::text, a.attname::text
+FROM pg_index x
+JOIN pg_class c ON c.oid = x.indrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = x.indkey[0]
+WHERE n.nspname = $1 AND a.attname = ANY ($2) AND x.indisvalid
+  AND EXISTS (SELECT 1 FROM pg_attribute k WHERE k.attrelid = c.oid AND k.attname = $3 AND NOT k.attisdropped)
+ORDER BY 1`, schema, classColumns, layout.KeyColumn)
+	if err != nil {
+		return false, err
+	}
+	type table struct{ name, class string }
+	tables, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (table, error) {
+		var t table
+		return t, r.Scan(&t.name, &t.class)
+	})
+	if err != nil {
+		return false, err
+	}
+	class, key := layout.SplitGroupName(group)
+	for _, t := range tables {
+		q := `SELECT EXISTS (SELECT 1 FROM ` + qualified(t.name) + ` WHERE ` + layout.Ident(t.class) + ` = $1`
+		args := []any{class}
+		if key != "" {
+			q += ` AND ` + layout.Ident(layout.KeyColumn) + ` = $2`
+			args = append(args, key)
+		}
+		if err := conn.QueryRow(ctx, q+`)`, args...).Scan(&known); err != nil || known {
+			return known, err
+		}
+	}
+	return false, nil
+}
+
+// shellArg quotes s for a command line the operator may copy.
+func shellArg(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_-.,:/@", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(escapeControl(s), "'", `'\''`) + "'"
 }

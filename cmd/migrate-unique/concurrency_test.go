@@ -117,9 +117,15 @@ func TestConcurrencyCommands(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "had no override; nothing changed") {
 		t.Fatalf("second clear: %d %q", code, out)
 	}
-	code, out, _ = runCLI(t, "concurrency", "set", "Export", "--limit", "0", "--database", url)
-	if code != 0 || !strings.Contains(out, "nothing of this group is admitted or started") {
-		t.Fatalf("maintenance switch: %d %q", code, out)
+	// A group with no job, slot or override yet needs --force (a typo
+	// must not switch off nothing while the real group runs on).
+	code, out, errOut = runCLI(t, "concurrency", "set", "Export", "--limit", "0", "--database", url)
+	if code != 1 || out != "" || !strings.Contains(errOut, `group "Export" has no job, no slot and no override`) || !strings.Contains(errOut, "--force") {
+		t.Fatalf("maintenance switch on an unknown group without --force: %d %q %q", code, out, errOut)
+	}
+	code, out, errOut = runCLI(t, "concurrency", "set", "Export", "--limit", "0", "--force", "--database", url)
+	if code != 0 || !strings.Contains(out, "nothing of this group is admitted or started") || !strings.Contains(errOut, "warning: group \"Export\" has no job") {
+		t.Fatalf("maintenance switch: %d %q %q", code, out, errOut)
 	}
 	if _, ok, err := s.Acquire(ctx, "Export", 5, "x", "w", time.Minute); ok || err != nil {
 		t.Fatalf("acquire under limit 0: %v %v, want busy", ok, err)
@@ -142,9 +148,9 @@ func TestConcurrencyBadInput(t *testing.T) {
 		{[]string{"concurrency", "set", "G", "--limit", "-1", "--database", url}, 2, "--limit -1: a limit is 0 (block the group) or more"},
 		{[]string{"concurrency", "set", "--limit", "2", "--database", url}, 2, "0 argument(s) given; usage: migrate-unique concurrency set GROUP"},
 		{[]string{"concurrency", "set", "", "--limit", "2", "--database", url}, 2, "the group name is empty"},
-		{[]string{"concurrency", "release", "G", "x", "--force", "--database", url}, 2, `slot "x": give the slot number`},
+		{[]string{"concurrency", "release", "G", "x", "--force", "--database", url}, 2, `slot "x": give a slot number from 0 to 2147483647`},
 		{[]string{"concurrency", "status", "--database", empty}, 1, `the runtime tables (concurrency_slots, concurrency_limits, concurrency_reschedules) are missing in schema "public"; run 'migrate-unique up' first, or pass the right --schema: ERROR: relation "public.concurrency_limits" does not exist`},
-		{[]string{"concurrency", "status", "--database", "postgres://bob:s3cret@127.0.0.1:1/nope"}, 1, "connect:"},
+		{[]string{"concurrency", "status", "--database", "postgres://bob:s3cret@127.0.0.1:1/nope"}, 1, "connect to 127.0.0.1:1/nope"},
 	}
 	for _, tt := range tests {
 		code, _, errOut := runCLI(t, tt.args...)
@@ -156,7 +162,7 @@ func TestConcurrencyBadInput(t *testing.T) {
 	for sub, flags := range map[string][]string{
 		"status":  {"-database", "-schema", "-json"},
 		"release": {"-database", "-schema", "-force"},
-		"set":     {"-database", "-schema", "-limit", "-reason", "-clear"},
+		"set":     {"-database", "-schema", "-limit", "-reason", "-clear", "-force"},
 	} {
 		code, _, errOut := runCLI(t, "concurrency", sub, "-h")
 		if code != 0 {
@@ -211,5 +217,127 @@ func TestBenchSlotsWorkerError(t *testing.T) {
 	code, _, errOut := runCLI(t, "bench", "slots", "--database", url, "--workers", "2", "--limit", "2000000", "--duration", "200ms")
 	if code != 1 || !strings.Contains(errOut, "worker:") || !strings.Contains(errOut, "at most 1048576 slots per group") {
 		t.Fatalf("bench slots with a limit the slot API refuses: exit %d, stderr %q", code, errOut)
+	}
+}
+
+// An operator's group name is checked before anything is written: a name
+// no job can have is a usage error, a misspelt one (no job, slot or
+// override) is refused without --force, and nothing changes either way.
+// Whatever a group, key, reason, job or worker holds, status shows it
+// escaped.
+func TestConcurrencyOperatorInput(t *testing.T) {
+	t.Parallel()
+	url, s := concurrencyTestDB(t)
+	ctx := t.Context()
+	conn := testdb.Connect(t, url)
+	// A queue table with a varchar(20) key and its counting index, holding
+	// one job of class Mailer with key acct-1.
+	if _, err := conn.Exec(ctx, `CREATE TABLE jobs (id bigserial PRIMARY KEY, job_class text NOT NULL, concurrency_key varchar(20) NOT NULL DEFAULT '');
+CREATE INDEX jobs_concurrency_key_idx ON jobs (job_class, concurrency_key);
+INSERT INTO jobs (job_class, concurrency_key) VALUES ('Mailer', 'acct-1')`); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Acquire(ctx, "Evil\x1b[31m::k\u202e", 1, "job\x1b]0;owned\x07", "w\r\nFAKE LINE", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	before := dbSnapshot(t, url)
+	refused := []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"set", "::", "--limit", "1"}, 2, "has an empty class before '::'"},
+		{[]string{"set", "::k", "--limit", "1"}, 2, "has an empty class before '::'"},
+		{[]string{"set", "Mailer::", "--limit", "1"}, 2, "has an empty key after '::'"},
+		{[]string{"set", "Mailer\n::x", "--limit", "1"}, 2, `"Mailer\n::x" contains a control character`},
+		{[]string{"set", "Mailer::\x1b[2J", "--limit", "1"}, 2, `contains a control character`},
+		{[]string{"set", "Mailer::\xff", "--limit", "1"}, 2, `invalid UTF-8`},
+		{[]string{"set", strings.Repeat("x", 100_000), "--limit", "1"}, 2, "the group name is 100000 bytes long"},
+		{[]string{"set", "Mailer::" + strings.Repeat("k", 21), "--limit", "1"}, 2, "is 21 characters long; the queue's key column holds at most 20"},
+		{[]string{"set", "Mailer::acct-1", "--limit", "1", "--reason", "a\nb"}, 2, "--reason \"a\\nb\" contains a control character"},
+		{[]string{"set", "Mailer::acct-1", "--limit", "99999999999"}, 2, "--limit 99999999999: at most 2147483647"},
+		{[]string{"set", "Mailr", "--limit", "0"}, 1, `group "Mailr" has no job, no slot and no override in schema "public": is the name right?`},
+		{[]string{"set", "Mailer::acct-2", "--limit", "0"}, 1, `group "Mailer::acct-2" has no job`},
+		{[]string{"release", "G", "99999999999", "--force"}, 2, `slot "99999999999": give a slot number from 0 to 2147483647`},
+		{[]string{"release", "G", "1.5", "--force"}, 2, `slot "1.5": give a slot number from 0 to 2147483647`},
+		{[]string{"release", "::", "0", "--force"}, 2, "has an empty class"},
+		{[]string{"status", "Mailer::"}, 2, "has an empty key after '::'"},
+	}
+	for _, c := range refused {
+		args := append(append([]string{"concurrency"}, c.args...), "--database", url)
+		code, out, errOut := runCLI(t, args...)
+		if code != c.code || !strings.Contains(errOut, c.want) || strings.ContainsAny(out+errOut, "\x1b\r\u202e") {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want exit %d saying %q, escaped", c.args, code, out, errOut, c.code, c.want)
+		}
+	}
+	if after := dbSnapshot(t, url); after != before {
+		t.Fatalf("a refused command changed the database:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+	// Known groups: by a job (class alone, or class and key), by a slot.
+	for _, g := range []string{"Mailer", "Mailer::acct-1", "Evil\x1b[31m::k\u202e"} {
+		if g == "Evil\x1b[31m::k\u202e" {
+			continue // its name has control characters: no operator can type it, status shows it escaped
+		}
+		code, out, errOut := runCLI(t, "concurrency", "set", g, "--limit", "3", "--database", url)
+		if code != 0 || !strings.Contains(out, "group "+g+": limit 3 (override)") || errOut != "" {
+			t.Errorf("set %s: exit %d, %q %q", g, code, out, errOut)
+		}
+	}
+	for _, args := range [][]string{{"status"}, {"status", "--json"}} {
+		code, out, errOut := runCLI(t, append(append([]string{"concurrency"}, args...), "--database", url)...)
+		if code != 0 || strings.ContainsAny(out+errOut, "\x1b\r\u202e\x07") || !strings.Contains(out, `Evil\u001b[31m::k\u202e`) {
+			t.Errorf("%v: exit %d, output not escaped:\n%s%s", args, code, out, errOut)
+		}
+		if args[len(args)-1] == "--json" {
+			var doc struct {
+				Groups []compat.GroupStatus `json:"groups"`
+			}
+			if err := json.Unmarshal([]byte(out), &doc); err != nil {
+				t.Errorf("escaped JSON is not valid: %v\n%s", err, out)
+			}
+			found := false
+			for _, g := range doc.Groups {
+				found = found || g.Group == "Evil\x1b[31m::k\u202e"
+			}
+			if !found {
+				t.Errorf("escaped JSON does not decode to the group's real name: %+v", doc.Groups)
+			}
+		}
+	}
+}
+
+// Through PgBouncer in transaction mode the operator commands work, again
+// and again (pgx's statement cache made every read after the first fail
+// with 42P05 there), and set's write is confirmed.
+func TestConcurrencyCommandsThroughPgBouncer(t *testing.T) {
+	t.Parallel()
+	url, s := concurrencyTestDB(t)
+	pooled := testdb.PgBouncer(t, url)
+	ctx := t.Context()
+	if _, _, err := s.Acquire(ctx, "Mailer::a", 2, "j1", "w1", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		for _, c := range []struct {
+			args []string
+			want string
+		}{
+			{[]string{"concurrency", "status"}, "Mailer::a"},
+			{[]string{"concurrency", "set", "Mailer::a", "--limit", "1", "--reason", "quota"}, "group Mailer::a: limit 1 (override)"},
+			{[]string{"concurrency", "status", "Mailer::a", "--json"}, `"override_reason":"quota"`},
+			{[]string{"concurrency", "set", "Mailer::a", "--clear"}, "cleared the override of group Mailer::a"},
+			{[]string{"concurrency", "release", "Mailer::a", "1", "--force"}, ""},
+		} {
+			code, out, errOut := runCLI(t, append(c.args, "--database", pooled)...)
+			if c.want == "" { // release of a free slot: the group has no slot 1
+				if code != 2 || !strings.Contains(errOut, "has no slot 1") {
+					t.Errorf("round %d: %v: exit %d, %q %q", i, c.args, code, out, errOut)
+				}
+				continue
+			}
+			if code != 0 || !strings.Contains(out, c.want) || errOut != "" {
+				t.Errorf("round %d: %v: exit %d, stdout %q, stderr %q; want %q", i, c.args, code, out, errOut, c.want)
+			}
+		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/tools/go/packages"
 
 	"github.com/migrate-unique/migrate-unique/analyzer"
+	"github.com/migrate-unique/migrate-unique/rewrite"
 )
 
 // Owned by the analyzer issue: lint, and the go vet / go fix tool protocol.
@@ -60,8 +61,11 @@ type lintFinding struct {
 
 const lintUsage = `lint [-json] [-interface importpath.Name]... [-rename importpath.Old=New]... [-tags list] [-test=false] [packages]
 
-Reports legacy unique-key job code in the packages (default ./...). Exit
-status: 0 no findings, 1 findings, 2 bad usage or packages that do not load.
+Reports legacy unique-key job code in the packages (package patterns, or
+paths of .go files naming their packages; default: the whole module, or
+every module of the go.work workspace from its directory), deciding which
+types are jobs over everything it loads, as rewrite does. Exit status: 0 no
+findings, 1 findings, 2 bad usage or packages that do not load.
 Finding codes:
 ` // the codes are appended by lintHelp
 
@@ -83,15 +87,10 @@ func runLint(ctx context.Context, e *env, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	a, err := analyzer.New(*cfg)
-	if err != nil {
+	if _, err := analyzer.New(*cfg); err != nil {
 		return &exitError{code: 2, err: err}
 	}
-	patterns := fs.Args()
-	if len(patterns) == 0 {
-		patterns = []string{"./..."}
-	}
-	findings, err := lint(ctx, a, *tags, *tests, patterns)
+	findings, err := lint(ctx, *cfg, *tags, *tests, fs.Args())
 	if err != nil {
 		return &exitError{code: 2, err: err}
 	}
@@ -154,15 +153,25 @@ func analyzerFlags(fs *flag.FlagSet) *analyzer.Config {
 	return cfg
 }
 
-// lint loads the packages and returns the analyzer's findings on them,
-// each once (a package and its test variant share files), in file order.
-func lint(ctx context.Context, a *analysis.Analyzer, tags string, tests bool, patterns []string) ([]lintFinding, error) {
+// lint loads the packages (arguments as rewrite reads them) and returns the
+// findings of the analyzer, configured by ac and given the load's job
+// model, each once (a package and its test variant share files), in file
+// order.
+func lint(ctx context.Context, ac analyzer.Config, tags string, tests bool, args []string) ([]lintFinding, error) {
+	target, err := rewrite.Resolve(ctx, "", nil, args)
+	if err != nil {
+		return nil, err
+	}
+	patterns := target.Patterns
 	cfg := &packages.Config{
 		Context: ctx,
 		Mode: packages.NeedName | packages.NeedFiles | packages.NeedCompiledGoFiles | packages.NeedImports |
 			packages.NeedTypes | packages.NeedTypesSizes | packages.NeedSyntax | packages.NeedTypesInfo |
 			packages.NeedDeps | packages.NeedModule,
 		Tests: tests,
+	}
+	if len(args) == 0 {
+		cfg.Dir = target.Root // the whole module, from any directory of it
 	}
 	if tags != "" {
 		cfg.BuildFlags = []string{"-tags=" + tags}
@@ -182,6 +191,10 @@ func lint(ctx context.Context, a *analysis.Analyzer, tags string, tests bool, pa
 	}
 	if len(pkgs) == 0 {
 		return nil, fmt.Errorf("no packages match %s", strings.Join(patterns, " "))
+	}
+	a, err := ac.ForProgram(pkgs)
+	if err != nil {
+		return nil, err
 	}
 	graph, err := checker.Analyze([]*analysis.Analyzer{a}, pkgs, nil)
 	if err != nil {

@@ -188,7 +188,7 @@ const renameFlag = "-migrateunique.rename=example.com/legacyjobs/extra.ErrDuplic
 func TestVetAndFixTool(t *testing.T) {
 	bin := buildTool(t)
 	dir := t.TempDir()
-	st, err := jobmodgen.Generate(dir, 3, 12)
+	st, err := jobmodgen.Generate(dir, 3, 12, jobmodgen.Importing)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/migrate-unique/migrate-unique/internal/version"
@@ -24,6 +25,9 @@ type command struct {
 	name    string
 	summary string
 	run     func(ctx context.Context, env *env, args []string) error
+	// rawOutput: the command prints source code (diffs, fixed files) that
+	// must stay byte-exact, so its output is not escaped.
+	rawOutput bool
 }
 
 // env is what a command may touch of the process.
@@ -35,18 +39,18 @@ type env struct {
 
 // commands lists every subcommand in the order help shows them.
 var commands = []command{
-	{"plan", "show what the database migration would do, changing nothing", runPlan},
-	{"up", "run the database migration, online", runUp},
-	{"down", "roll the database migration back", runDown},
-	{"status", "show whether the database is legacy, partly migrated or migrated", runStatus},
-	{"sql", "write the migration as golang-migrate files", runSQL},
-	{"lint", "report legacy unique-key job code", runLint},
-	{"rewrite", "migrate a whole module's job code", runRewrite},
-	{"concurrency", "inspect and steer concurrency groups", runConcurrency},
-	{"bench", "run a benchmark against its baseline", runBench},
-	{"demo", "show the whole migration on a throwaway database", runDemo},
-	{"version", "print the version", runVersion},
-	{"help", "show this help or a command's flags", nil},
+	{"plan", "show what the database migration would do, changing nothing", runPlan, false},
+	{"up", "run the database migration, online", runUp, false},
+	{"down", "roll the database migration back", runDown, false},
+	{"status", "show whether the database is legacy, partly migrated or migrated", runStatus, false},
+	{"sql", "write the migration as golang-migrate files", runSQL, false},
+	{"lint", "report legacy unique-key job code", runLint, true},
+	{"rewrite", "migrate a whole module's job code", runRewrite, true},
+	{"concurrency", "inspect and steer concurrency groups", runConcurrency, false},
+	{"bench", "run a benchmark against its baseline", runBench, false},
+	{"demo", "show the whole migration on a throwaway database", runDemo, false},
+	{"version", "print the version", runVersion, false},
+	{"help", "show this help or a command's flags", nil, false},
 }
 
 // exitError carries a specific exit code, for commands whose exit status is
@@ -69,10 +73,16 @@ func main() {
 	if vetToolProtocol(os.Args[1:]) {
 		runVetTool() // never returns
 	}
+	os.Exit(runProcess(os.Args[1:]))
+}
+
+// runProcess runs one command line as the process does: on the real
+// standard outputs, cancelled by SIGINT or SIGTERM.
+func runProcess(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	e := &env{stdout: os.Stdout, stderr: os.Stderr, isTerminal: isTerminal(os.Stdout)}
-	os.Exit(run(ctx, e, os.Args[1:]))
+	return run(ctx, e, args)
 }
 
 // run executes one command line and returns the exit code.
@@ -82,8 +92,10 @@ func run(ctx context.Context, e *env, args []string) int {
 		return 2
 	}
 	name := args[0]
-	if name == "help" || name == "-h" || name == "--help" || name == "-help" {
-		if len(args) > 1 {
+	if isHelp(name) {
+		// "help COMMAND" is "COMMAND -h"; every other form (help help,
+		// help -h, -h -h) is the list of commands.
+		if len(args) > 1 && !isHelp(args[1]) {
 			return run(ctx, e, []string{args[1], "-h"})
 		}
 		printHelp(e.stdout)
@@ -92,6 +104,11 @@ func run(ctx context.Context, e *env, args []string) int {
 	for _, c := range commands {
 		if c.name != name || c.run == nil {
 			continue
+		}
+		if !c.rawOutput {
+			// Names, keys and definitions read from a database reach the
+			// terminal only escaped.
+			e = &env{stdout: &escapingWriter{w: e.stdout}, stderr: &escapingWriter{w: e.stderr}, isTerminal: e.isTerminal}
 		}
 		err := c.run(ctx, e, args[1:])
 		var ee *exitError
@@ -114,6 +131,10 @@ func run(ctx context.Context, e *env, args []string) int {
 	return 2
 }
 
+func isHelp(arg string) bool {
+	return arg == "help" || arg == "-h" || arg == "--help" || arg == "-help"
+}
+
 func printHelp(w io.Writer) {
 	fmt.Fprintf(w, "migrate-unique %s: move a PostgreSQL job queue from unique_key to concurrency keys and limits.\n\nUsage:\n", version.Version)
 	for _, c := range commands {
@@ -134,19 +155,38 @@ func newFlagSet(e *env, name, usage string) *flag.FlagSet {
 	return fs
 }
 
+// emptyAllowed lists the flags whose empty value means something: no
+// reason, no build tags.
+var emptyAllowed = map[string]bool{"reason": true, "tags": true}
+
 // parseFlags parses args into fs. -h returns flag.ErrHelp (exit 0, the usage
 // is printed); any other error is a usage error (exit 2) that the flag
-// package has already printed with the usage.
+// package has already printed with the usage. A flag given an empty value
+// is a usage error too: a script that passes an unset variable
+// (--schema "$SCHEMA") must not get the default instead.
 func parseFlags(fs *flag.FlagSet, args []string) error {
 	err := fs.Parse(args)
 	switch {
 	case err == nil:
-		return nil
 	case errors.Is(err, flag.ErrHelp):
 		return err
 	default:
 		return &exitError{code: 2}
 	}
+	var empty error
+	fs.Visit(func(f *flag.Flag) {
+		g, ok := f.Value.(flag.Getter)
+		if !ok {
+			return // a list flag: its own Set sees each value
+		}
+		if v, isString := g.Get().(string); empty == nil && isString && !emptyAllowed[f.Name] && strings.TrimSpace(v) == "" {
+			empty = fmt.Errorf("--%s is empty: give it a value, or leave the flag out for its default", f.Name)
+		}
+	})
+	if empty != nil {
+		return &exitError{code: 2, err: empty}
+	}
+	return nil
 }
 
 func runVersion(_ context.Context, e *env, args []string) error {

@@ -12,7 +12,14 @@ import (
 )
 
 // TestMain stops a throwaway PostgreSQL cluster, if the tests started one.
-func TestMain(m *testing.M) { os.Exit(testdb.Main(m)) }
+// Started by the interruption tests as their child process (see
+// startChild), it runs one command line instead of the tests.
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) == "1" {
+		os.Exit(childMain(os.Args[1:]))
+	}
+	os.Exit(testdb.Main(m))
+}
 
 // runCLI runs one command line in-process and returns its exit code and
 // outputs.

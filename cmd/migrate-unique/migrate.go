@@ -70,8 +70,13 @@ func (f *migrateFlags) resolve() (string, layout.Resolved, error) {
 }
 
 func (f *migrateFlags) options(e *env) migrations.Options {
-	return migrations.Options{LockTimeout: *f.lockTimeout, MaxAttempts: *f.maxAttempts, LongTransaction: *f.longTx, Out: e.stdout, Terminal: e.isTerminal}
+	return migrations.Options{LockTimeout: *f.lockTimeout, MaxAttempts: *f.maxAttempts, LongTransaction: *f.longTx, Out: e.stdout, Terminal: e.isTerminal,
+		BeforeStep: beforeStep}
 }
+
+// beforeStep is nil except in the tests that interrupt a run between two
+// steps (they run this command in a child process and stop it there).
+var beforeStep func(context.Context, migrations.StepResult)
 
 // describeLayout renders the layout for a heading line.
 func describeLayout(l layout.Resolved) string {
@@ -114,14 +119,17 @@ func runPlan(ctx context.Context, e *env, args []string) error {
 			fatal = fatal || fd.Fatal
 		}
 	}
-	if p.State == migrations.Migrated {
+	if len(p.Steps) == 0 {
 		fmt.Fprintf(e.stdout, "\nalready migrated: up has nothing to do\n")
 		return nil
 	}
 	for _, s := range p.Steps {
-		how := "in one transaction, lock_timeout bounded, retried"
-		if s.Concurrent {
-			how = "outside any transaction"
+		how := "one statement on its own, outside any transaction"
+		switch {
+		case s.Concurrent:
+			how = "outside any transaction (CONCURRENTLY)"
+		case s.Transaction:
+			how = "in one transaction, lock_timeout bounded, retried"
 		}
 		fmt.Fprintf(e.stdout, "\nstep %d: %s\n  table: %s", s.Number, s.Name, s.Table)
 		if s.Rows > 0 || s.Bytes > 0 {
@@ -178,6 +186,9 @@ func runMigration(ctx context.Context, e *env, name, usage string, args []string
 	}
 	fmt.Fprintf(e.stdout, "database: %s\nlayout:   %s\n", pgurl.Describe(url), describeLayout(l))
 	if _, err := do(ctx, url, l.Layout, f.options(e)); err != nil {
+		if ctx.Err() != nil {
+			err = fmt.Errorf("interrupted (%w); every step is resumable: 'migrate-unique status' shows where the run stopped, run %s again to finish it", err, name)
+		}
 		return pgurl.RedactError(url, err)
 	}
 	return nil
@@ -208,6 +219,21 @@ func runStatus(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintf(e.stdout, " (database last written by %s at %s)", st.RecordedVersion, st.RecordedAt.UTC().Format(time.RFC3339))
 	}
 	fmt.Fprintln(e.stdout)
+	if st.Stopped != "" {
+		fmt.Fprintf(e.stdout, "stopped:  %s\n", st.Stopped)
+	}
+	for _, d := range st.Drift {
+		fmt.Fprintf(e.stdout, "drift:    %s\n", d)
+	}
+	if st.Run != nil {
+		fmt.Fprintf(e.stdout, "run lock: %v\n", st.Run)
+	}
+	if st.Next != "" {
+		fmt.Fprintf(e.stdout, "next:     %s\n", st.Next)
+	}
+	if st.Pooler != nil {
+		fmt.Fprintf(e.stdout, "pooler:   %v\n", st.Pooler)
+	}
 	for _, t := range st.Tables {
 		fmt.Fprintf(e.stdout, "table:    %s: key column %s, ~%d rows\n", t.Table, t.KeyColumn, t.Rows)
 	}
@@ -217,7 +243,7 @@ func runStatus(ctx context.Context, e *env, args []string) error {
 	if len(st.InvalidIndexes) == 0 {
 		fmt.Fprintf(e.stdout, "invalid indexes of ours: none\n")
 	} else {
-		fmt.Fprintf(e.stdout, "invalid indexes of ours: %s (up drops and rebuilds them)\n", strings.Join(st.InvalidIndexes, ", "))
+		fmt.Fprintf(e.stdout, "invalid indexes of ours: %s (the next run drops and rebuilds them; an INVALID unique index still rejects duplicates of new rows)\n", strings.Join(st.InvalidIndexes, ", "))
 	}
 	return nil
 }

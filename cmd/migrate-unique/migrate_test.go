@@ -87,7 +87,7 @@ func TestMigrationCommandsFailClearly(t *testing.T) {
 		{[]string{"status", "--database", "postgres://postgres:Sup3rS3cretPw@127.0.0.1:1/jobs?connect_timeout=2"}, 1, "connect to"},
 		// A password with an unencoded '/' makes the URL unparsable; up
 		// prints the database line before it connects.
-		{[]string{"up", "--database", "postgres://postgres:Sup3rS3cretPw/x@127.0.0.1:1/jobs"}, 1, "parse the database URL"},
+		{[]string{"up", "--database", "postgres://postgres:Sup3rS3cretPw/x@127.0.0.1:1/jobs"}, 1, "cannot parse the database URL"},
 	}
 	for _, c := range cases {
 		code, out, errOut := runCLI(t, c.args...)

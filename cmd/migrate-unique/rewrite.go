@@ -25,8 +25,11 @@ const rewriteUsage = `rewrite [-diff | -w] [-interface importpath.Name]... [-ren
 Migrates the job code of the module in the current directory in one step:
 UniqueKey becomes ConcurrencyKey plus ConcurrencyLimit on every job type,
 interface, call site and method value, in every package and test (default
-packages: the whole module, from any directory of it). Nothing is written
-unless every fix applies and the whole rewritten module type-checks.
+packages: the whole module, from any directory of it, or every module of the
+go.work workspace from its directory; packages are patterns, or paths of
+.go files naming their packages). Which types are jobs is decided over
+everything the run loads. Nothing is written unless every fix applies and
+the whole rewritten module type-checks.
 
 -diff (the default) prints a unified diff on stdout (apply it with git apply)
 and the summary on stderr; it exits 1 when there is a diff, 0 when there is
@@ -47,11 +50,10 @@ func runRewrite(ctx context.Context, e *env, args []string) error {
 	if *diff && *write {
 		return &exitError{code: 2, err: errors.New("-diff and -w exclude each other: -diff shows the change, -w makes it")}
 	}
-	a, err := analyzer.New(*cfg)
-	if err != nil {
+	if _, err := analyzer.New(*cfg); err != nil {
 		return &exitError{code: 2, err: err}
 	}
-	res, err := rewrite.Plan(ctx, rewrite.Options{Analyzer: a, Patterns: fs.Args(), Tags: tags, AllowTypeErrors: *allowTypeErrors})
+	res, err := rewrite.Plan(ctx, rewrite.Options{Program: cfg.ForProgram, Patterns: fs.Args(), Tags: tags, AllowTypeErrors: *allowTypeErrors})
 	if err != nil {
 		return &exitError{code: 2, err: err}
 	}

@@ -16,6 +16,12 @@
 // a method value and on the previous package's job types, declares a
 // non-job type with its own UniqueKey (which must stay untouched), and has a
 // test that checks the keys. The module builds, vets and passes its tests.
+//
+// With the Registered layout no job package imports queue: Go's interfaces
+// are structural, and a package registry (importing queue and every job
+// package) lists the jobs as queue.Job values, calls UniqueKey through the
+// interface and enqueues them. The job packages then call their own jobs'
+// methods, a method expression and the previous package's jobs directly.
 package jobmodgen
 
 import (
@@ -40,9 +46,30 @@ type Stats struct {
 	NonJobs    int // types with a UniqueKey method that are not jobs
 }
 
+// Layout says where the job types see the legacy job interface.
+type Layout int
+
+const (
+	// Importing: every job package imports queue and converts its jobs to
+	// queue.Job itself.
+	Importing Layout = iota
+	// Registered: no job package imports queue; package registry converts
+	// every job to queue.Job.
+	Registered
+)
+
+// String names the layout, as the benchmarks print it.
+func (l Layout) String() string {
+	if l == Registered {
+		return "registered (no job package imports the interface)"
+	}
+	return "importing (every job package imports the interface)"
+}
+
 // Generate writes a module with the given number of job packages and job
-// types into dir, which must be empty or absent, and returns what it holds.
-func Generate(dir string, packages, jobs int) (Stats, error) {
+// types, laid out as layout says, into dir, which must be empty or absent,
+// and returns what it holds.
+func Generate(dir string, packages, jobs int, layout Layout) (Stats, error) {
 	if packages < 1 || jobs < packages {
 		return Stats{}, fmt.Errorf("jobmodgen: want at least 1 package and at least one job type per package, got %d packages and %d jobs", packages, jobs)
 	}
@@ -56,12 +83,18 @@ func Generate(dir string, packages, jobs int) (Stats, error) {
 		"queue/queue.go": []byte(queueSource),
 	}
 	global := 0
+	var registered []string
 	for k := 0; k < packages; k++ {
 		n := jobs / packages
 		if k < jobs%packages {
 			n++
 		}
-		src, test, pst := jobPackage(k, global, n)
+		prevFirst := global - (jobs / packages)
+		if k-1 < jobs%packages {
+			prevFirst--
+		}
+		src, test, all, pst := jobPackage(k, global, n, prevFirst, layout)
+		registered = append(registered, all...)
 		global += n
 		st.Provable += pst.Provable
 		st.CallSites += pst.CallSites
@@ -69,6 +102,10 @@ func Generate(dir string, packages, jobs int) (Stats, error) {
 		name := pkgName(k)
 		files[filepath.Join(name, name+".go")] = src
 		files[filepath.Join(name, name+"_test.go")] = test
+	}
+	if layout == Registered {
+		files["registry/registry.go"], files["registry/registry_test.go"] = registry(packages, registered)
+		st.CallSites++ // the method value in registry.InterfaceKeys
 	}
 	for name, content := range files {
 		path := filepath.Join(dir, name)
@@ -132,11 +169,15 @@ func (q *Queue) Len() int { return len(q.jobs) }
 `
 
 // jobPackage returns package k's source and test, holding n job types
-// numbered from first.
-func jobPackage(k, first, n int) (src, test []byte, st Stats) {
+// numbered from first (the previous package's start at prevFirst), and one
+// value of each job type written from another package.
+func jobPackage(k, first, n, prevFirst int, layout Layout) (src, test []byte, registered []string, st Stats) {
 	var b, t bytes.Buffer
 	name := pkgName(k)
-	fmt.Fprintf(&b, "// Package %s holds generated legacy jobs.\npackage %s\n\nimport (\n\t\"context\"\n\t\"strconv\"\n\n\t\"%s/queue\"\n", name, name, Module)
+	fmt.Fprintf(&b, "// Package %s holds generated legacy jobs.\npackage %s\n\nimport (\n\t\"context\"\n\t\"strconv\"\n", name, name)
+	if layout == Importing {
+		fmt.Fprintf(&b, "\n\t\"%s/queue\"\n", Module)
+	}
 	if k > 0 {
 		fmt.Fprintf(&b, "\tprev \"%s/%s\"\n", Module, pkgName(k-1))
 	}
@@ -153,12 +194,14 @@ func jobPackage(k, first, n int) (src, test []byte, st Stats) {
 			fmt.Fprintf(&b, "// UniqueKey returns the key of %s.\nfunc (j *%s) UniqueKey() string { return \"%s:\" + strconv.Itoa(j.ID) }\n\n", typ, typ, typ)
 			fmt.Fprintf(&b, "// Run runs the job.\nfunc (j *%s) Run(ctx context.Context) error { return ctx.Err() }\n\n", typ)
 			all = append(all, fmt.Sprintf("&%s{ID: %d}", typ, g))
+			registered = append(registered, fmt.Sprintf("&%s.%s{ID: %d}", name, typ, g))
 			keys = append(keys, fmt.Sprintf("(&%s{ID: %d}).UniqueKey()", typ, g))
 		case 1: // value receiver, possibly empty
 			fmt.Fprintf(&b, "// %s is a job keyed by its tenant.\ntype %s struct{ Tenant string }\n\n", typ, typ)
 			fmt.Fprintf(&b, "// UniqueKey returns the tenant.\nfunc (j %s) UniqueKey() string { return j.Tenant }\n\n", typ)
 			fmt.Fprintf(&b, "// Run runs the job.\nfunc (j %s) Run(ctx context.Context) error { return ctx.Err() }\n\n", typ)
 			all = append(all, fmt.Sprintf("%s{Tenant: \"t%d\"}", typ, g))
+			registered = append(registered, fmt.Sprintf("%s.%s{Tenant: \"t%d\"}", name, typ, g))
 			keys = append(keys, fmt.Sprintf("%s{Tenant: \"t%d\"}.UniqueKey()", typ, g))
 		case 2: // unnamed value receiver, constant key
 			st.Provable++
@@ -166,17 +209,23 @@ func jobPackage(k, first, n int) (src, test []byte, st Stats) {
 			fmt.Fprintf(&b, "func (%s) UniqueKey() string { return \"%s\" }\n\n", typ, typ)
 			fmt.Fprintf(&b, "// Run runs the job.\nfunc (%s) Run(ctx context.Context) error { return ctx.Err() }\n\n", typ)
 			all = append(all, typ+"{}")
+			registered = append(registered, name+"."+typ+"{}")
 			keys = append(keys, typ+"{}.UniqueKey()")
 		case 3: // pointer receiver, empty on one path
 			fmt.Fprintf(&b, "// %s is a job keyed by its region, when it has one.\ntype %s struct{ Region string }\n\n", typ, typ)
 			fmt.Fprintf(&b, "func (j *%s) UniqueKey() string {\n\tif j.Region == \"\" {\n\t\treturn \"\"\n\t}\n\treturn \"%s:\" + j.Region\n}\n\n", typ, typ)
 			fmt.Fprintf(&b, "// Run runs the job.\nfunc (j *%s) Run(ctx context.Context) error { return ctx.Err() }\n\n", typ)
 			all = append(all, fmt.Sprintf("&%s{Region: \"r%d\"}", typ, g))
+			registered = append(registered, fmt.Sprintf("&%s.%s{Region: \"r%d\"}", name, typ, g))
 			keys = append(keys, fmt.Sprintf("(&%s{Region: \"r%d\"}).UniqueKey()", typ, g))
 		}
 		st.CallSites++ // the call in Keys
 	}
-	b.WriteString("// All returns one job of each type.\nfunc All() []queue.Job {\n\treturn []queue.Job{\n")
+	if layout == Importing {
+		b.WriteString("// All returns one job of each type.\nfunc All() []queue.Job {\n\treturn []queue.Job{\n")
+	} else {
+		b.WriteString("// All returns one job of each type.\nfunc All() []any {\n\treturn []any{\n")
+	}
 	for _, j := range all {
 		fmt.Fprintf(&b, "\t\t%s,\n", j)
 	}
@@ -187,9 +236,13 @@ func jobPackage(k, first, n int) (src, test []byte, st Stats) {
 	b.WriteString("\t}\n}\n\n")
 
 	// Calls through the interface and a method value.
-	b.WriteString("// InterfaceKeys returns the keys through the job interface.\nfunc InterfaceKeys() []string {\n\tvar out []string\n\tfor _, j := range All() {\n\t\tkey := j.UniqueKey\n\t\tout = append(out, key())\n\t}\n\treturn out\n}\n\n")
-	st.CallSites++
-	b.WriteString("// EnqueueAll enqueues one job of each type.\nfunc EnqueueAll(ctx context.Context, q *queue.Queue) error {\n\tfor _, j := range All() {\n\t\tif err := q.Enqueue(ctx, j); err != nil {\n\t\t\treturn err\n\t\t}\n\t}\n\treturn nil\n}\n\n")
+	if layout == Importing {
+		b.WriteString("// InterfaceKeys returns the keys through the job interface.\nfunc InterfaceKeys() []string {\n\tvar out []string\n\tfor _, j := range All() {\n\t\tkey := j.UniqueKey\n\t\tout = append(out, key())\n\t}\n\treturn out\n}\n\n")
+		st.CallSites++
+		b.WriteString("// EnqueueAll enqueues one job of each type.\nfunc EnqueueAll(ctx context.Context, q *queue.Queue) error {\n\tfor _, j := range All() {\n\t\tif err := q.Enqueue(ctx, j); err != nil {\n\t\t\treturn err\n\t\t}\n\t}\n\treturn nil\n}\n\n")
+	} else {
+		b.WriteString("// Run runs one job of each type.\nfunc Run(ctx context.Context) error {\n\tfor _, j := range All() {\n\t\tif r, ok := j.(interface{ Run(context.Context) error }); ok {\n\t\t\tif err := r.Run(ctx); err != nil {\n\t\t\t\treturn err\n\t\t\t}\n\t\t}\n\t}\n\treturn nil\n}\n\n")
+	}
 
 	// A method expression of the first job type.
 	first0 := fmt.Sprintf("Job%d", first)
@@ -201,7 +254,14 @@ func jobPackage(k, first, n int) (src, test []byte, st Stats) {
 	st.CallSites++
 
 	if k > 0 {
-		b.WriteString("// Upstream returns the keys of the previous package's jobs, through its types.\nfunc Upstream() []string {\n\treturn append(prev.Keys(), prev.All()[0].UniqueKey())\n}\n\n")
+		upstream := "prev.All()[0].UniqueKey()"
+		if layout == Registered {
+			upstream = fmt.Sprintf("prev.Job%d{}.UniqueKey()", prevFirst)
+			if prevFirst%4 == 0 || prevFirst%4 == 3 {
+				upstream = fmt.Sprintf("(&prev.Job%d{}).UniqueKey()", prevFirst)
+			}
+		}
+		fmt.Fprintf(&b, "// Upstream returns the keys of the previous package's jobs, through its types.\nfunc Upstream() []string {\n\treturn append(prev.Keys(), %s)\n}\n\n", upstream)
 		st.CallSites++
 	}
 
@@ -211,6 +271,28 @@ func jobPackage(k, first, n int) (src, test []byte, st Stats) {
 	b.WriteString("// CacheKey returns a cache slot's key.\nfunc CacheKey(slot int) string { return cacheEntry{slot}.UniqueKey() }\n")
 	st.NonJobs++
 
+	if layout == Registered {
+		fmt.Fprintf(&t, `package %s
+
+import (
+	"context"
+	"testing"
+)
+
+func TestKeys(t *testing.T) {
+	if keys := Keys(); len(keys) != %d {
+		t.Fatalf("got %%d keys, want %d", len(keys))
+	}
+	if got := CacheKey(3); got != "slot:3" {
+		t.Errorf("CacheKey(3) = %%q", got)
+	}
+	if err := Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+`, name, n, n)
+		return b.Bytes(), t.Bytes(), registered, st
+	}
 	fmt.Fprintf(&t, "package %s\n\nimport (\n\t\"context\"\n\t\"testing\"\n\n\t\"%s/queue\"\n)\n\n", name, Module)
 	fmt.Fprintf(&t, `func TestKeys(t *testing.T) {
 	keys, viaInterface := Keys(), InterfaceKeys()
@@ -237,5 +319,46 @@ func TestEnqueue(t *testing.T) {
 	}
 }
 `, n, n, n, n, n)
-	return b.Bytes(), t.Bytes(), st
+	return b.Bytes(), t.Bytes(), registered, st
+}
+
+// registry returns package registry's source and test: every job of the
+// module as a queue.Job value, keys through the interface, an enqueue.
+func registry(packages int, jobs []string) (src, test []byte) {
+	var b bytes.Buffer
+	b.WriteString("// Package registry registers every job of the module with the queue; no job\n// package imports the queue.\npackage registry\n\nimport (\n\t\"context\"\n\n")
+	fmt.Fprintf(&b, "\t\"%s/queue\"\n", Module)
+	for k := 0; k < packages; k++ {
+		fmt.Fprintf(&b, "\t\"%s/%s\"\n", Module, pkgName(k))
+	}
+	b.WriteString(")\n\n// All returns one job of each type.\nfunc All() []queue.Job {\n\treturn []queue.Job{\n")
+	for _, j := range jobs {
+		fmt.Fprintf(&b, "\t\t%s,\n", j)
+	}
+	b.WriteString("\t}\n}\n\n")
+	b.WriteString("// InterfaceKeys returns the keys through the job interface.\nfunc InterfaceKeys() []string {\n\tvar out []string\n\tfor _, j := range All() {\n\t\tkey := j.UniqueKey\n\t\tout = append(out, key())\n\t}\n\treturn out\n}\n\n")
+	b.WriteString("// EnqueueAll enqueues one job of each type.\nfunc EnqueueAll(ctx context.Context, q *queue.Queue) error {\n\tfor _, j := range All() {\n\t\tif err := q.Enqueue(ctx, j); err != nil {\n\t\t\treturn err\n\t\t}\n\t}\n\treturn nil\n}\n")
+	test = fmt.Appendf(nil, `package registry
+
+import (
+	"context"
+	"testing"
+
+	"%s/queue"
+)
+
+func TestEnqueue(t *testing.T) {
+	if keys := InterfaceKeys(); len(keys) != %d {
+		t.Fatalf("got %%d keys, want %d", len(keys))
+	}
+	var q queue.Queue
+	if err := EnqueueAll(context.Background(), &q); err != nil {
+		t.Fatal(err)
+	}
+	if q.Len() != %d {
+		t.Fatalf("enqueued %%d jobs, want %d", q.Len())
+	}
+}
+`, Module, len(jobs), len(jobs), len(jobs), len(jobs))
+	return b.Bytes(), test
 }

@@ -1,14 +1,25 @@
-// Package pgurl resolves the database URL a command works on and renders
-// it for output with the password removed.
+// Package pgurl resolves the database URL a command works on, parses it,
+// connects to it, and renders it for output without its password.
+//
+// Redaction never guesses where a password is. Where the connection string
+// parses, the password is the one pgx parsed (so every spelling of it that
+// the input can carry is known); where it does not, nothing of the input is
+// printed except what cannot hold a password: the scheme, and the host when
+// the string leaves no doubt about where it is.
 package pgurl
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // EnvVar is the environment variable --database falls back to.
@@ -29,47 +40,251 @@ func Resolve(flagValue string) (string, error) {
 	return "", ErrMissing
 }
 
-var kvPassword = regexp.MustCompile(`(?i)(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)`)
-
-// urlPassword finds the password of a URL that net/url cannot parse, such as
-// one whose password holds an unencoded '/', '?', '#' or space: everything
-// from the first ':' after the scheme's "//" to the last '@' (redacting too
-// much is better than too little).
-var urlPassword = regexp.MustCompile(`^([a-zA-Z][a-zA-Z0-9+.-]*://[^:@/]*:)(.*)@`)
-
-// Redact returns s with any password replaced by "xxxxx". It handles URLs
-// (postgres://user:secret@host/db, ?password=secret) and keyword/value
-// connection strings (password=secret). Use it on every URL and on every
-// error text that may quote one before it reaches output.
-func Redact(s string) string {
-	if u, err := url.Parse(s); err == nil && u.Scheme != "" && u.Host+u.Path+u.RawQuery != "" && strings.Contains(s, "://") {
-		if _, has := u.User.Password(); has {
-			u.User = url.UserPassword(u.User.Username(), "xxxxx")
-		}
-		q := u.Query()
-		if q.Has("password") {
-			q.Set("password", "xxxxx")
-			u.RawQuery = q.Encode()
-		}
-		return u.String()
-	}
-	if urlPassword.MatchString(s) {
-		return urlPassword.ReplaceAllString(s, "${1}xxxxx@")
-	}
-	return kvPassword.ReplaceAllString(s, "${1}xxxxx")
+// ParseError says that a connection string could not be parsed. Its text
+// quotes nothing of the input but Scheme and Host, which hold no password.
+type ParseError struct {
+	// Form is "URL" or "key=value string".
+	Form string
+	// Scheme is the URL's scheme ("postgres"), or "".
+	Scheme string
+	// Host is the URL's host (and port) when it is unambiguous, else "".
+	Host string
+	// Reason says what is wrong, without quoting the input.
+	Reason string
 }
 
-// RedactError wraps err so that its text never shows the password of url.
-func RedactError(url string, err error) error {
+// Error names the form, the scheme and host when known, and the reason.
+func (e *ParseError) Error() string {
+	where := ""
+	switch {
+	case e.Scheme != "" && e.Host != "":
+		where = fmt.Sprintf(" (%s://…%s…)", e.Scheme, e.Host)
+	case e.Scheme != "":
+		where = fmt.Sprintf(" (%s://…)", e.Scheme)
+	}
+	return fmt.Sprintf("cannot parse the database %s%s: %s; expected postgres://user:password@host:5432/dbname (percent-encode @ : / ? # %% and spaces in the user name and password) or host=... user=... dbname=...", e.Form, where, e.Reason)
+}
+
+var schemeRE = regexp.MustCompile(`^([a-zA-Z][a-zA-Z0-9+.-]*)://`)
+
+// hostRE matches a host list that holds nothing but host names, addresses
+// and ports.
+var hostRE = regexp.MustCompile(`^[A-Za-z0-9._\-\[\]:,]+$`)
+
+// isURL reports whether pgx reads s as a URL (anything else is read as a
+// key=value string).
+func isURL(s string) bool {
+	return strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://")
+}
+
+// ParseConfig parses a connection string, URL or key=value, as pgx does,
+// and rejects a URL whose user information is ambiguous (an '@' that could
+// belong to the password), because pgx would then read part of the
+// password as the host or the database name and print it in its errors.
+// Its error is a *ParseError.
+func ParseConfig(s string) (*pgx.ConnConfig, error) {
+	if perr := ambiguity(s); perr != nil {
+		return nil, perr
+	}
+	cfg, err := pgx.ParseConfig(s)
+	if err != nil {
+		return nil, parseFailure(s, err)
+	}
+	return cfg, nil
+}
+
+// ambiguity rejects URLs in which libpq's reading of '@' (the first '@'
+// before a '/' ends the user information) may differ from the user's.
+func ambiguity(s string) *ParseError {
+	if !isURL(s) {
+		if strings.Contains(s, "://") {
+			return newParseError(s, "a URL must start with postgres:// or postgresql://")
+		}
+		return nil
+	}
+	rest := s[strings.Index(s, "://")+3:]
+	authority, path, _ := strings.Cut(rest, "/")
+	switch {
+	case strings.Count(authority, "@") > 1:
+		return newParseError(s, "more than one '@' before the database name: percent-encode an '@' in the user name or password as %40")
+	case strings.Contains(path, "@"):
+		return newParseError(s, "an '@' after the first '/': if the password holds a '/', percent-encode it as %2F (and an '@' in a database name or parameter as %40)")
+	}
+	return nil
+}
+
+// parseFailure turns pgx's parse error, which may quote the input, into a
+// ParseError that does not.
+func parseFailure(s string, err error) *ParseError {
+	reason := "it is neither a valid URL nor a valid key=value string"
+	var pathErr *fs.PathError
+	// Only matched against, never printed: it may quote the input.
+	msg := err.Error()
+	switch {
+	case errors.As(err, &pathErr):
+		reason = fmt.Sprintf("a file it names (sslrootcert, sslcert, sslkey, passfile or servicefile) cannot be read: %v", pathErr.Err)
+	case strings.Contains(msg, "forbidden NUL byte"):
+		reason = "it contains a NUL byte"
+	case strings.Contains(msg, "unterminated quoted string"):
+		reason = "a quoted value is not closed (a quote inside a value is written \\')"
+	case strings.Contains(msg, `missing "=" after`):
+		reason = "a word without '=' (quote a value that contains spaces: password='a b')"
+	case strings.Contains(msg, "invalid keyword/value"):
+		reason = "a setting is not written keyword=value"
+	case strings.Contains(msg, "invalid percent-encoded") || strings.Contains(msg, "invalid URL escape") || strings.Contains(msg, "percent"):
+		reason = "a '%' is not followed by two hexadecimal digits (write a literal '%' as %25)"
+	case strings.Contains(msg, "IPv6"):
+		reason = "an IPv6 host address in brackets is not closed or empty"
+	case strings.Contains(msg, "invalid port") || strings.Contains(msg, "port"):
+		reason = "a port is not a number between 1 and 65535"
+	case strings.Contains(msg, "sslmode is invalid"):
+		reason = "sslmode is not one of disable, allow, prefer, require, verify-ca, verify-full"
+	case strings.Contains(msg, "timeout"):
+		reason = "connect_timeout is not a non-negative number of seconds"
+	case strings.Contains(msg, "unknown sslcertmode"):
+		reason = "sslcertmode is not one of disable, allow, require"
+	}
+	return newParseError(s, reason)
+}
+
+func newParseError(s, reason string) *ParseError {
+	e := &ParseError{Form: "key=value string", Reason: reason}
+	if m := schemeRE.FindStringSubmatch(s); m != nil {
+		e.Form, e.Scheme, e.Host = "URL", m[1], unambiguousHost(s[len(m[0]):])
+	}
+	return e
+}
+
+// unambiguousHost returns the host part of a URL that failed to parse, when
+// it cannot hold any part of a password: the user information ends at the
+// only '@' of the string, before any '/', or there is no user information
+// and no ':' that could separate one.
+func unambiguousHost(rest string) string {
+	authority, _, _ := strings.Cut(rest, "/")
+	authority, _, _ = strings.Cut(authority, "?")
+	var host string
+	switch strings.Count(rest, "@") {
+	case 0:
+		if strings.Contains(authority, ":") {
+			return ""
+		}
+		host = authority
+	case 1:
+		at := strings.Index(authority, "@")
+		if at < 0 {
+			return ""
+		}
+		host = authority[at+1:]
+	default:
+		return ""
+	}
+	if !hostRE.MatchString(host) {
+		return ""
+	}
+	return host
+}
+
+// Connect parses s and connects. Statements run in pgx's exec mode (each
+// one a single round trip with an unnamed statement), so no prepared
+// statement outlives its statement on the server connection: through a
+// transaction-mode pooler, named statements left on a server connection
+// collide with the next client's (42P05) or are missing on the next one's
+// (26000). applicationName, when not empty, names the session in
+// pg_stat_activity. Errors never show the password.
+func Connect(ctx context.Context, s, applicationName string) (*pgx.Conn, error) {
+	cfg, err := ParseConfig(s)
+	if err != nil {
+		return nil, err
+	}
+	cfg.DefaultQueryExecMode = pgx.QueryExecModeExec
+	if applicationName != "" {
+		cfg.RuntimeParams["application_name"] = applicationName
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, RedactError(s, fmt.Errorf("connect to %s: %w", Describe(s), err))
+	}
+	return conn, nil
+}
+
+// Describe renders a connection string for a progress line: host, port and
+// database, no credentials. A string that does not parse is rendered as
+// its scheme and unambiguous host only.
+func Describe(s string) string {
+	cfg, err := ParseConfig(s)
+	if err != nil {
+		var pe *ParseError
+		errors.As(err, &pe)
+		switch {
+		case pe.Host != "":
+			return fmt.Sprintf("%s://…%s… (unparsable URL)", pe.Scheme, pe.Host)
+		case pe.Scheme != "":
+			return pe.Scheme + "://… (unparsable URL)"
+		}
+		return "(unparsable key=value string)"
+	}
+	host := cfg.Host
+	if strings.Contains(host, ":") && !strings.HasPrefix(host, "/") {
+		host = "[" + host + "]"
+	}
+	return fmt.Sprintf("%s:%d/%s", host, cfg.Port, cfg.Database)
+}
+
+// Redact returns s with its password replaced by "xxxxx", for a URL a user
+// may copy. A key=value string with a password, and a string that does not
+// parse, are rendered as Describe does.
+func Redact(s string) string {
+	cfg, err := ParseConfig(s)
+	if err != nil {
+		return Describe(s)
+	}
+	u, err := url.Parse(s)
+	if !isURL(s) || err != nil {
+		return Describe(s)
+	}
+	if _, has := u.User.Password(); has {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	}
+	if q := u.Query(); q.Has("password") {
+		q.Set("password", "xxxxx")
+		u.RawQuery = q.Encode()
+	}
+	out := maskPassword(u.String(), cfg.Password)
+	if leaks(out, cfg.Password) {
+		return Describe(s)
+	}
+	return out
+}
+
+// RedactError wraps err so that its text never shows the password of the
+// connection string s. Where s parses, every spelling of its password is
+// masked; where it does not, the message is kept only if it is a
+// *ParseError (which quotes nothing) or does not contain s at all.
+func RedactError(s string, err error) error {
 	if err == nil {
 		return nil
 	}
 	msg := err.Error()
-	if pw := password(url); pw != "" {
-		msg = strings.ReplaceAll(msg, pw, "xxxxx")
+	if s != "" {
+		msg = strings.ReplaceAll(msg, s, Describe(s))
 	}
-	msg = strings.ReplaceAll(msg, url, Redact(url))
+	cfg, perr := ParseConfig(s)
+	switch {
+	case perr == nil:
+		msg = maskPassword(msg, cfg.Password)
+	case isParseError(err):
+		// Built from the scheme and host alone.
+	default:
+		// The input did not parse, so which part of it is the password is
+		// unknown: keep nothing of a message that may quote it.
+		msg = perr.Error()
+	}
 	return &redacted{msg: msg, err: err}
+}
+
+func isParseError(err error) bool {
+	var pe *ParseError
+	return errors.As(err, &pe)
 }
 
 type redacted struct {
@@ -80,33 +295,52 @@ type redacted struct {
 func (r *redacted) Error() string { return r.msg }
 func (r *redacted) Unwrap() error { return r.err }
 
-func password(s string) string {
-	if u, err := url.Parse(s); err == nil {
-		if pw, ok := u.User.Password(); ok {
-			return pw
-		}
-		if pw := u.Query().Get("password"); pw != "" {
-			return pw
-		}
-	} else if m := urlPassword.FindStringSubmatch(s); m != nil {
-		return m[2]
+// minMasked is the shortest password masked wherever it occurs in a
+// message: masking every occurrence of a shorter one would mask ordinary
+// words (a password "a" would mask every letter a). Shorter passwords are
+// still never printed as part of a connection string.
+const minMasked = 4
+
+// maskPassword replaces pw in every spelling a connection string or a
+// message quoting one can carry: raw, percent-encoded, quoted for a
+// key=value string.
+func maskPassword(msg, pw string) string {
+	if len(pw) < minMasked {
+		return msg
 	}
-	if m := kvPassword.FindStringSubmatch(s); m != nil {
-		return strings.Trim(m[2], "'")
+	for _, form := range passwordForms(pw) {
+		msg = strings.ReplaceAll(msg, form, "xxxxx")
 	}
-	return ""
+	return msg
 }
 
-// Describe renders a URL for a progress line: host, port and database, no
-// credentials.
-func Describe(s string) string {
-	u, err := url.Parse(s)
-	if err != nil || u.Scheme == "" {
-		return Redact(s)
+func passwordForms(pw string) []string {
+	forms := []string{
+		url.PathEscape(pw), url.QueryEscape(pw), url.UserPassword("u", pw).String()[2:],
+		strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(pw),
+		strconv.Quote(pw)[1 : len(strconv.Quote(pw))-1],
+		pw,
 	}
-	host := u.Host
-	if h := u.Query().Get("host"); h != "" {
-		host = h
+	// Longest first, so a shorter form never splits a longer one.
+	for i := range forms {
+		for j := i + 1; j < len(forms); j++ {
+			if len(forms[j]) > len(forms[i]) {
+				forms[i], forms[j] = forms[j], forms[i]
+			}
+		}
 	}
-	return fmt.Sprintf("%s/%s", host, strings.TrimPrefix(u.Path, "/"))
+	return forms
+}
+
+// leaks reports whether any spelling of pw is still in s.
+func leaks(s, pw string) bool {
+	if len(pw) < minMasked {
+		return false
+	}
+	for _, form := range passwordForms(pw) {
+		if strings.Contains(s, form) {
+			return true
+		}
+	}
+	return false
 }

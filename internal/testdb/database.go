@@ -160,9 +160,15 @@ func templateLastUsed(comment *string) (time.Time, bool) {
 // another process is building or using right now (it holds the template's
 // lock) is left alone, and one whose use was recorded meanwhile is kept.
 func (s *Server) PruneTemplates(ctx context.Context, maxAge time.Duration) ([]string, error) {
+	return s.pruneTemplates(ctx, maxAge, `mu\_tmpl\_%`)
+}
+
+// pruneTemplates prunes the template databases whose names are LIKE
+// pattern.
+func (s *Server) pruneTemplates(ctx context.Context, maxAge time.Duration, pattern string) ([]string, error) {
 	var dropped []string
 	err := s.admin(ctx, func(conn *pgx.Conn) error {
-		rows, err := conn.Query(ctx, `SELECT datname FROM pg_database WHERE datname LIKE 'mu\_tmpl\_%' AND datistemplate ORDER BY datname`)
+		rows, err := conn.Query(ctx, `SELECT datname FROM pg_database WHERE datname LIKE $1 AND datistemplate ORDER BY datname`, pattern)
 		if err != nil {
 			return err
 		}

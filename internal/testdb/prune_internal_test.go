@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,7 +17,10 @@ import (
 // PruneTemplates drops a template unused for longer than the limit and one
 // that never recorded a use, and keeps one used recently and one whose lock
 // another session holds (it is being built or used); EnsureTemplate records
-// each use in the template's comment.
+// each use in the template's comment. The test's templates are named outside
+// mu_tmpl_*, and pruned by their own pattern, so that another test process
+// on the same server (whose first EnsureTemplate prunes mu_tmpl_*) never
+// drops them first, and this test never drops that process's templates.
 func TestPruneTemplatesDropsOnlyUnusedOnes(t *testing.T) {
 	srv, err := Shared()
 	if err != nil {
@@ -32,11 +36,12 @@ func TestPruneTemplatesDropsOnlyUnusedOnes(t *testing.T) {
 	_, _ = rand.Read(rnd[:])
 	suffix := hex.EncodeToString(rnd[:])
 	month := time.Now().Add(-30 * 24 * time.Hour)
+	prefix := "mu_prunetest_" + suffix + "_"
 	templates := map[string]*time.Time{ // name -> last use recorded (nil: none)
-		"mu_tmpl_test_stale_" + suffix:     &month,
-		"mu_tmpl_test_nocomment_" + suffix: nil,
-		"mu_tmpl_test_fresh_" + suffix:     new(time.Now()),
-		"mu_tmpl_test_held_" + suffix:      &month,
+		prefix + "stale":     &month,
+		prefix + "nocomment": nil,
+		prefix + "fresh":     new(time.Now()),
+		prefix + "held":      &month,
 	}
 	for name, used := range templates {
 		for _, sql := range []string{"CREATE DATABASE " + layout.Ident(name) + " TEMPLATE template0",
@@ -60,11 +65,11 @@ func TestPruneTemplatesDropsOnlyUnusedOnes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer holder.Close(ctx)
-	if _, err := holder.Exec(ctx, "SELECT pg_advisory_lock($1)", templateLock("mu_tmpl_test_held_"+suffix)); err != nil {
+	if _, err := holder.Exec(ctx, "SELECT pg_advisory_lock($1)", templateLock(prefix+"held")); err != nil {
 		t.Fatal(err)
 	}
 
-	dropped, err := srv.PruneTemplates(ctx, 7*24*time.Hour)
+	dropped, err := srv.pruneTemplates(ctx, 7*24*time.Hour, strings.ReplaceAll(prefix, "_", `\_`)+"%")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +78,7 @@ func TestPruneTemplatesDropsOnlyUnusedOnes(t *testing.T) {
 		if err := admin.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", name).Scan(&exists); err != nil {
 			t.Fatal(err)
 		}
-		wantGone := name == "mu_tmpl_test_stale_"+suffix || name == "mu_tmpl_test_nocomment_"+suffix
+		wantGone := name == prefix+"stale" || name == prefix+"nocomment"
 		if exists == wantGone || slices.Contains(dropped, name) != wantGone {
 			t.Errorf("%s: exists %v, reported dropped %v; want dropped %v (dropped: %v)", name, exists, slices.Contains(dropped, name), wantGone, dropped)
 		}

@@ -49,7 +49,12 @@ BEGIN
             END IF;
         END LOOP;
     END LOOP;
-    UPDATE "public"."migrate_unique_version" SET saved = saved || dropped, updated_at = now()
+    -- A rule saved before (an interrupted down rebuilt it) keeps its
+    -- original definition; only rules not saved yet are added.
+    UPDATE "public"."migrate_unique_version" v SET saved = v.saved || coalesce((
+        SELECT jsonb_agg(d.e) FROM jsonb_array_elements(dropped) AS d(e)
+        WHERE NOT EXISTS (SELECT 1 FROM jsonb_array_elements(v.saved) AS s(e)
+                          WHERE s.e->>'table' = d.e->>'table' AND s.e->>'index' = d.e->>'index')), '[]'), updated_at = now()
     WHERE layout = 'two-table:plainjobs_jobrequest,plainjobs_jobprocess,plainjobs_jobresult';
 END
 $migrate_unique$;

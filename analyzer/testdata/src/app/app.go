@@ -1,5 +1,5 @@
 // Package app uses the jobs package: its call sites migrate through facts.
-package app // want `tasks.Ping is used as jobs.Job, which migrates, but tasks.Ping's package does not see that interface`
+package app
 
 import (
 	"context"

@@ -15,6 +15,8 @@ import (
 type Options struct {
 	// Packages and Jobs are the job packages and job types generated.
 	Packages, Jobs int
+	// Layout says whether the job packages import the job interface.
+	Layout jobmodgen.Layout
 	// Dir, when set, receives the module and keeps it; by default it goes
 	// inside the work directory.
 	Dir string
@@ -32,7 +34,7 @@ func Generate(prefix string, o Options) (work, mod string, st jobmodgen.Stats, e
 	if mod == "" {
 		mod = filepath.Join(work, "module")
 	}
-	if st, err = jobmodgen.Generate(mod, o.Packages, o.Jobs); err != nil {
+	if st, err = jobmodgen.Generate(mod, o.Packages, o.Jobs, o.Layout); err != nil {
 		os.RemoveAll(work)
 		return "", "", st, err
 	}

@@ -55,7 +55,7 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	defer os.RemoveAll(work)
-	fmt.Fprintf(o.Out, "rewrite benchmark: %d packages, %d job types, %d call sites (module %s)\n", st.Packages, st.JobTypes, st.CallSites, mod)
+	fmt.Fprintf(o.Out, "rewrite benchmark: %d packages, %d job types, %d call sites, layout %s (module %s)\n", st.Packages, st.JobTypes, st.CallSites, o.Module.Layout, mod)
 
 	goEnv := append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off", "GOPROXY=off", "GOTOOLCHAIN=local",
 		"GOCACHE="+filepath.Join(work, "cache"))

@@ -39,19 +39,32 @@ type Options struct {
 
 // Result is the run's figures (the --json line).
 type Result struct {
-	Workers                   int     `json:"workers"`
-	Limit                     int     `json:"limit"`
-	DurationSeconds           float64 `json:"duration_seconds"`
-	AcquireReleasePerSecond   float64 `json:"acquire_release_per_second"`
-	BaselineSingleWorker      float64 `json:"single_worker_acquire_release_per_second"`
-	Ratio                     float64 `json:"ratio_to_single_worker"`
-	BusyPerSecond             float64 `json:"busy_per_second"`
-	ObserverSamples           int64   `json:"observer_samples"`
-	MaxUnexpiredObserved      int64   `json:"max_unexpired_observed"`
-	OverLimitObserved         int64   `json:"over_limit_observed"`
-	StaleReleasesAttempted    int64   `json:"stale_releases_attempted"`
-	StaleReleasesAccepted     int64   `json:"stale_releases_accepted"`
-	LostReleasesOfLiveHolders int64   `json:"lost_releases"`
+	// Workers, Limit and DurationSeconds are the run's settings.
+	Workers         int     `json:"workers"`
+	Limit           int     `json:"limit"`
+	DurationSeconds float64 `json:"duration_seconds"`
+	// AcquireReleasePerSecond is the all-workers phase's rate of
+	// acquire+release pairs; BaselineSingleWorker the one-worker phase's;
+	// Ratio the first over the second.
+	AcquireReleasePerSecond float64 `json:"acquire_release_per_second"`
+	BaselineSingleWorker    float64 `json:"single_worker_acquire_release_per_second"`
+	Ratio                   float64 `json:"ratio_to_single_worker"`
+	// BusyPerSecond is the rate of acquisitions refused because every slot
+	// was held.
+	BusyPerSecond float64 `json:"busy_per_second"`
+	// ObserverSamples counts the observer's reads of the slot table,
+	// MaxUnexpiredObserved the most unexpired leases one read saw, and
+	// OverLimitObserved the reads that saw more than the limit (must be 0).
+	ObserverSamples      int64 `json:"observer_samples"`
+	MaxUnexpiredObserved int64 `json:"max_unexpired_observed"`
+	OverLimitObserved    int64 `json:"over_limit_observed"`
+	// StaleReleasesAttempted counts releases by a worker whose slot had been
+	// taken by another holder, StaleReleasesAccepted those that succeeded
+	// (must be 0), and LostReleasesOfLiveHolders the releases a live holder
+	// lost.
+	StaleReleasesAttempted    int64 `json:"stale_releases_attempted"`
+	StaleReleasesAccepted     int64 `json:"stale_releases_accepted"`
+	LostReleasesOfLiveHolders int64 `json:"lost_releases"`
 }
 
 // Run creates a scratch queue (plain-jobs' tables migrated by the real

@@ -40,7 +40,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	defer os.RemoveAll(work)
 	want := st.JobTypes + st.Interfaces + st.CallSites
-	fmt.Fprintf(o.Out, "vet benchmark: %d packages, %d job types, %d findings expected (module %s)\n", st.Packages, st.JobTypes, want, mod)
+	fmt.Fprintf(o.Out, "vet benchmark: %d packages, %d job types, %d findings expected, layout %s (module %s)\n", st.Packages, st.JobTypes, want, o.Module.Layout, mod)
 	goCmd := func(args ...string) *exec.Cmd {
 		cmd := exec.CommandContext(ctx, "go", args...)
 		cmd.Dir = mod

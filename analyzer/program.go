@@ -1,0 +1,277 @@
+package analyzer
+
+import (
+	"go/ast"
+	"go/types"
+	"sort"
+
+	"golang.org/x/tools/go/analysis"
+	"golang.org/x/tools/go/packages"
+)
+
+// Program is the job model of everything one run loads: every package of a
+// module, or of the modules of a go.work workspace, with their
+// dependencies. The analysis of one package sees only what that package
+// imports; a Program also sees the packages that import it, so it decides
+// which types are jobs the same way wherever a job and its interface are
+// declared, whether or not the job's package imports the interface.
+//
+// In a Program:
+//
+//   - a job interface is found by the same rule as in one package (the
+//     default detection or -interface), in any loaded package; it is in the
+//     run when its module is one of the run's (no module version), and it
+//     migrates when it is in the run and not left as it is (generated file,
+//     directive, clash);
+//   - a named type of the run is a job when it implements a job interface
+//     of any loaded package, or, where the per-package rule would read it
+//     as a job by shape, when it is job-shaped;
+//   - a job type that implements no migrating job interface but one the run
+//     cannot edit (declared in a dependency module, or kept) stays as it is
+//     and is reported as external;
+//   - a UniqueKey promoted from an embedded type migrates at its declaration
+//     only when no type of the run that promotes it is a non-job; otherwise
+//     the job types get delegating methods.
+//
+// Build one with [Config.ForProgram]; drivers that see one package at a time
+// (go vet, go fix, golangci-lint) use the per-package rule instead.
+type Program struct {
+	// jobs are the run's job types, by typeKey.
+	jobs map[string]bool
+	// external maps a job type that implements no migrating interface to
+	// the interface the run does not migrate that it implements.
+	external map[string]string
+	// promoters maps a legacy method (funcKey) to the non-job types of the
+	// run that promote it.
+	promoters map[string][]string
+}
+
+func typeKey(tn *types.TypeName) string {
+	if tn.Pkg() == nil {
+		return tn.Name()
+	}
+	return tn.Pkg().Path() + "." + tn.Name()
+}
+
+func funcKey(fn *types.Func) string { return fn.Origin().FullName() }
+
+func (pr *Program) isJob(tn *types.TypeName) bool { return pr.jobs[typeKey(tn)] }
+
+func (pr *Program) nonJobPromoters(fn *types.Func) []string { return pr.promoters[funcKey(fn)] }
+
+// externalFor names the interface this run does not migrate that a job type
+// with no migrating interface implements ("" if none).
+func (p *pass) externalFor(tn *types.TypeName) string {
+	if p.prog == nil {
+		return ""
+	}
+	return p.prog.external[typeKey(tn)]
+}
+
+// inRun reports whether a loaded package belongs to one of the run's own
+// modules (the main module, the modules of a workspace, or no module at
+// all): a dependency module has a version.
+func inRun(pkg *packages.Package) bool {
+	return pkg.Module == nil || pkg.Module.Version == ""
+}
+
+// ForProgram returns an analyzer configured by c that takes the job model
+// of pkgs, every package a run loaded (the roots; their dependencies are
+// visited too). Drivers that load a whole module or workspace at once
+// (migrate-unique rewrite and lint) run it over that same load; its
+// decisions then hold over the whole run, not one package at a time.
+func (c Config) ForProgram(pkgs []*packages.Package) (*analysis.Analyzer, error) {
+	s, err := c.settings()
+	if err != nil {
+		return nil, err
+	}
+	s.prog = newProgram(s, pkgs)
+	return newAnalyzer(s), nil
+}
+
+// programIface is a job interface of a loaded package.
+type programIface struct {
+	obj      *types.TypeName
+	iface    *types.Interface
+	generic  bool
+	migrates bool
+}
+
+func newProgram(s *settings, roots []*packages.Package) *Program {
+	pr := &Program{jobs: map[string]bool{}, external: map[string]string{}, promoters: map[string][]string{}}
+	var all []*packages.Package
+	packages.Visit(roots, nil, func(pkg *packages.Package) {
+		if pkg.Types != nil {
+			all = append(all, pkg)
+		}
+	})
+
+	// The job interfaces, by package: a type is checked against them all.
+	var ifaces []programIface
+	for _, pkg := range all {
+		scope := pkg.Types.Scope()
+		for _, name := range scope.Names() {
+			tn, ok := scope.Lookup(name).(*types.TypeName)
+			if !ok || tn.IsAlias() {
+				continue
+			}
+			it, ok := tn.Type().Underlying().(*types.Interface)
+			if !ok || !s.isJobInterface(tn, it) {
+				continue
+			}
+			j := programIface{obj: tn, iface: it, migrates: inRun(pkg) && !keptInterface(pkg, tn, it)}
+			if n, ok := tn.Type().(*types.Named); ok && n.TypeParams().Len() > 0 {
+				j.generic = true
+			}
+			ifaces = append(ifaces, j)
+		}
+	}
+
+	// sees reports whether pkg is or imports (transitively) a package
+	// declaring an interface -interface names: only a package that sees
+	// none reads job-shaped types as jobs.
+	seen := map[*packages.Package]bool{}
+	var sees func(pkg *packages.Package) bool
+	sees = func(pkg *packages.Package) bool {
+		if v, ok := seen[pkg]; ok {
+			return v
+		}
+		seen[pkg] = false
+		v := s.declaresNamed(pkg.Types)
+		for _, dep := range pkg.Imports {
+			if v {
+				break
+			}
+			v = sees(dep)
+		}
+		seen[pkg] = v
+		return v
+	}
+
+	type candidate struct {
+		tn    *types.TypeName
+		named *types.Named
+	}
+	var types_ []candidate
+	for _, pkg := range all {
+		if !inRun(pkg) {
+			continue
+		}
+		shape := len(s.interfaces) == 0 || !sees(pkg)
+		scope := pkg.Types.Scope()
+		for _, name := range scope.Names() {
+			tn, ok := scope.Lookup(name).(*types.TypeName)
+			if !ok || tn.IsAlias() {
+				continue
+			}
+			named, ok := tn.Type().(*types.Named)
+			if !ok || types.IsInterface(named) {
+				continue
+			}
+			types_ = append(types_, candidate{tn, named})
+			key := typeKey(tn)
+			migrates, kept := false, ""
+			for _, j := range ifaces {
+				if !implementsIface(named, j.iface, j.generic) {
+					continue
+				}
+				if j.migrates {
+					migrates = true
+				} else if kept == "" {
+					kept = types.TypeString(j.obj.Type(), nil)
+				}
+			}
+			switch {
+			case migrates:
+				pr.jobs[key] = true
+			case kept != "":
+				pr.jobs[key] = true
+				if _, ok := pr.external[key]; !ok {
+					pr.external[key] = kept
+				}
+			case shape && jobShaped(named):
+				pr.jobs[key] = true
+			}
+			if migrates {
+				delete(pr.external, key) // another variant of the package sees a migrating one
+			}
+		}
+	}
+
+	// The non-job types of the run that promote a legacy method of the run.
+	seenPromoter := map[string]bool{}
+	for _, c := range types_ {
+		if pr.jobs[typeKey(c.tn)] {
+			continue
+		}
+		obj, index, _ := types.LookupFieldOrMethod(c.named, true, c.tn.Pkg(), legacyName)
+		fn, ok := obj.(*types.Func)
+		if !ok || len(index) < 2 || !isLegacySignature(fn) {
+			continue
+		}
+		k := funcKey(fn)
+		name := c.tn.Name()
+		if c.tn.Pkg() != nil && (fn.Pkg() == nil || fn.Pkg().Path() != c.tn.Pkg().Path()) {
+			name = c.tn.Pkg().Name() + "." + name
+		}
+		if !seenPromoter[k+" "+name] {
+			seenPromoter[k+" "+name] = true
+			pr.promoters[k] = append(pr.promoters[k], name)
+		}
+	}
+	for k := range pr.promoters {
+		sort.Strings(pr.promoters[k])
+	}
+	return pr
+}
+
+// implementsIface reports whether t or *t implements a job interface, as
+// pass.implements does.
+func implementsIface(t *types.Named, it *types.Interface, generic bool) bool {
+	if !generic && t.TypeParams().Len() == 0 {
+		return types.Implements(t, it) || types.Implements(types.NewPointer(t), it)
+	}
+	for m := range it.Methods() {
+		obj, _, _ := types.LookupFieldOrMethod(t, true, m.Pkg(), m.Name())
+		fn, ok := obj.(*types.Func)
+		if !ok || (m.Name() == legacyName && !isLegacySignature(fn)) {
+			return false
+		}
+	}
+	return true
+}
+
+// keptInterface reports whether the analysis of its own package leaves a
+// job interface of the run as it is: declared in a generated file, silenced
+// by a directive, clashing with the new methods, or getting UniqueKey from
+// another package. Its jobs then keep UniqueKey too.
+func keptInterface(pkg *packages.Package, tn *types.TypeName, it *types.Interface) bool {
+	if hasMember(tn.Type(), tn.Pkg(), keyName) || hasMember(tn.Type(), tn.Pkg(), limitName) {
+		return true
+	}
+	if lm := legacyMethod(it); lm == nil || lm.Pkg() == nil || lm.Pkg().Path() != tn.Pkg().Path() {
+		return true
+	}
+	if pkg.Fset == nil {
+		return false
+	}
+	for _, f := range pkg.Syntax {
+		tf := pkg.Fset.File(f.FileStart)
+		if tf == nil || tf != pkg.Fset.File(tn.Pos()) {
+			continue
+		}
+		fi := newFileInfo(pkg.Fset, f)
+		if fi.generated {
+			return true
+		}
+		var spec *ast.TypeSpec
+		ast.Inspect(f, func(n ast.Node) bool {
+			if ts, ok := n.(*ast.TypeSpec); ok && ts.Name.Pos() == tn.Pos() {
+				spec = ts
+			}
+			return spec == nil
+		})
+		return spec != nil && fi.suppressed(pkg.Fset.Position(spec.Name.Pos()).Line)
+	}
+	return false
+}
