@@ -446,6 +446,19 @@ func (in *inspection) drift() []string {
 			out = append(out, fmt.Sprintf("counting index %s on %s is missing", layout.Ident(ci.name), in.l.Table(ci.table)))
 		}
 	}
+	for _, ci := range prefixIndexes(in.l) {
+		if t := in.table(ci.table); t == nil || t.keyBytewise() {
+			continue
+		}
+		valid := false
+		for _, ix := range in.indexes[ci.table] {
+			valid = valid || ix.name == ci.name && ix.valid
+		}
+		if !valid {
+			out = append(out, fmt.Sprintf("prefix index %s on %s is missing or INVALID (the key column sorts by %s, not bytewise: no-overlap counts read the class)",
+				layout.Ident(ci.name), in.l.Table(ci.table), in.table(ci.table).keyCollation))
+		}
+	}
 	for _, t := range in.tables {
 		for _, ix := range in.indexes[t.name] {
 			if ix.unique && !ix.primary && ix.coversKey() {
