@@ -119,16 +119,15 @@ func upSteps(in *inspection, opts Options) ([]step, error) {
 	}
 	for _, ci := range prefixIndexes(l) {
 		t := in.table(ci.table)
+		if t.keyBytewise() {
+			continue
+		}
 		sql, err := ci.createSQL(l, t.keyColumn())
 		if err != nil {
 			return nil, err
 		}
 		s := step{name: "prefix index on " + l.Table(ci.table) + " (the key column sorts by " + t.keyCollation + ", not bytewise: a no-overlap count compares the key's prefix with COLLATE \"C\", a range of this index)",
 			table: l.Table(ci.table), lock: "SHARE UPDATE EXCLUSIVE (writers go on)", kind: stepConcurrent, sql: sql, index: l.Table(ci.name)}
-		if t.keyBytewise() {
-			s.name = "prefix index on " + l.Table(ci.table)
-			s.skip = "not needed: the key column sorts bytewise (" + t.keyCollation + "), so the counting index serves no-overlap counts"
-		}
 		for _, ix := range in.indexes[ci.table] {
 			if ix.name == ci.name && ix.valid {
 				s.skip = "already built"
