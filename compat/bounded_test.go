@@ -415,7 +415,8 @@ var _ = sql.ErrNoRows
 // whose limit was lowered from 1000 (its 1000 slot rows not swept yet)
 // reads at most a few rows of the slot table, in every execution mode, with
 // statistics that say such groups are the whole table (taken before 30,000
-// slots of other groups were added) and after them.
+// slots of other groups were added) and after them; the group's status
+// reads its own rows only.
 func TestSlotAcquisitionIsBounded(t *testing.T) {
 	ctx := t.Context()
 	q := newQueue(t, legacy.PlainJobs, true)
@@ -491,6 +492,20 @@ func TestSlotAcquisitionIsBounded(t *testing.T) {
 						if sc.node == "Seq Scan" || sc.rows > 10 || sc.blocks > 20 {
 							t.Errorf("acquire #%d: %s using %q read %v rows and %v blocks; want an index range of a few rows", i, sc.node, sc.index, sc.rows, sc.blocks)
 						}
+					}
+				}
+				// Status of the group reads its own slot rows (every one is
+				// listed), never the other groups'.
+				if _, err := s.Status(ctx, group); err != nil {
+					t.Fatal(err)
+				}
+				plans, err := ex.take()
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, sc := range activeScans(plans, tables, indexes) {
+					if sc.node == "Seq Scan" || sc.rows > 1000+10 { // its rows, and the versions the acquisitions left
+						t.Errorf("status: %s using %q read %v rows; want the group's 1000 (and a few dead versions) at most", sc.node, sc.index, sc.rows)
 					}
 				}
 			})
