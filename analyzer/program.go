@@ -4,6 +4,7 @@ import (
 	"go/ast"
 	"go/types"
 	"sort"
+	"sync"
 
 	"golang.org/x/tools/go/analysis"
 	"golang.org/x/tools/go/packages"
@@ -44,6 +45,11 @@ type Program struct {
 	// promoters maps a legacy method (funcKey) to the non-job types of the
 	// run that promote it.
 	promoters map[string][]string
+	// migrating records the methods the analysis renames to ConcurrencyKey
+	// (funcKey), as MigratedFact does for the per-package drivers: a
+	// package's analysis records them before its importers' analyses read
+	// them (the driver runs dependencies first).
+	migrating sync.Map
 }
 
 func typeKey(tn *types.TypeName) string {
@@ -56,6 +62,13 @@ func typeKey(tn *types.TypeName) string {
 func funcKey(fn *types.Func) string { return fn.Origin().FullName() }
 
 func (pr *Program) isJob(tn *types.TypeName) bool { return pr.jobs[typeKey(tn)] }
+
+func (pr *Program) markMigrating(fn *types.Func) { pr.migrating.Store(funcKey(fn), true) }
+
+func (pr *Program) migrates(fn *types.Func) bool {
+	_, ok := pr.migrating.Load(funcKey(fn))
+	return ok
+}
 
 func (pr *Program) nonJobPromoters(fn *types.Func) []string { return pr.promoters[funcKey(fn)] }
 

@@ -220,7 +220,24 @@ func (p *pass) isMigrating(fn *types.Func) bool {
 	if fn.Pkg() == nil || fn.Pkg() == p.Pkg {
 		return false
 	}
+	if p.prog != nil {
+		return p.prog.migrates(fn)
+	}
 	return p.ImportObjectFact(fn, new(MigratedFact))
+}
+
+// markMigrating records that fn (an origin method of this package) is
+// renamed to ConcurrencyKey, for this package and its importers: a
+// MigratedFact, or, with the program's job model, the model's own record
+// (a run that loads a whole module would otherwise copy every method's fact
+// into every package that imports it, directly or not).
+func (p *pass) markMigrating(fn *types.Func) {
+	p.migrating[fn] = true
+	if p.prog != nil {
+		p.prog.markMigrating(fn)
+		return
+	}
+	p.ExportObjectFact(fn, &MigratedFact{})
 }
 
 // planInterfaces reports this package's job interfaces (and the interfaces
@@ -262,8 +279,7 @@ func (p *pass) planInterfaces() {
 		if !p.report(im.field.Names[0], im.field, CodeInterface, msg, p.interfaceFix(im)) {
 			continue
 		}
-		p.migrating[m] = true
-		p.ExportObjectFact(m, &MigratedFact{})
+		p.markMigrating(m)
 		j.migrated = true
 	}
 	// An interface embedding a migrated one is migrated with it.
@@ -520,8 +536,7 @@ func (p *pass) planJobType(c jobCandidate) {
 			msg = fmt.Sprintf("job type %s promotes UniqueKey from %s: rename it to ConcurrencyKey and add ConcurrencyLimit", tn.Name(), owner)
 		}
 		if p.report(fd.Name, fd.Name, CodeJobType, msg, p.methodFix(fd)) {
-			p.migrating[fn] = true
-			p.ExportObjectFact(fn, &MigratedFact{})
+			p.markMigrating(fn)
 		}
 		return
 	}

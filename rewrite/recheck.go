@@ -15,6 +15,9 @@ import (
 // them). It costs a type check of the module alone. ok is false when it
 // cannot stand in for a full load: a cgo package, or a main-module package
 // the load did not check from source (a pattern naming part of the module).
+// It consumes the load: once it runs, the module's packages have neither
+// their old types nor their syntax (each package's syntax is let go as soon
+// as it is checked), so a whole module is never held twice.
 func recheck(pkgs []*packages.Package, changed map[string][]byte) (problems []string, ok bool) {
 	if len(pkgs) == 0 {
 		return nil, true
@@ -32,6 +35,12 @@ func recheck(pkgs []*packages.Package, changed map[string][]byte) (problems []st
 				return nil, false
 			}
 		}
+	}
+
+	// The old types of the module's packages are not read again: the new
+	// ones stand in for them.
+	for _, p := range pkgs {
+		p.Types = nil
 	}
 
 	// Imports before importers.
@@ -96,6 +105,7 @@ func recheck(pkgs []*packages.Package, changed map[string][]byte) (problems []st
 		}
 		tp, _ := conf.Check(p.PkgPath, fset, files, nil)
 		checked[p] = tp
+		p.Syntax = nil
 	}
 	return problems, true
 }

@@ -29,13 +29,17 @@ func TestRecheck(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	pkgs, err := packages.Load(&packages.Config{Mode: loadMode, Dir: dir, Tests: true,
-		Env: append(os.Environ(), "GOFLAGS=-mod=mod", "GOPROXY=off", "GOWORK=off")}, "./...")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if problems := loadProblems(pkgs); len(problems) > 0 {
-		t.Fatal(problems)
+	// recheck consumes a load: each case loads the module again.
+	load := func(t *testing.T) []*packages.Package {
+		pkgs, err := packages.Load(&packages.Config{Mode: loadMode, Dir: dir, Tests: true,
+			Env: append(os.Environ(), "GOFLAGS=-mod=mod", "GOPROXY=off", "GOWORK=off")}, "./...")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if problems := loadProblems(pkgs); len(problems) > 0 {
+			t.Fatal(problems)
+		}
+		return pkgs
 	}
 	aGo := filepath.Join(dir, "a", "a.go")
 	for _, tc := range []struct {
@@ -52,6 +56,7 @@ func TestRecheck(t *testing.T) {
 		}, want: []string{"b.go:5:11: undefined: a.Key", "a_test.go:5:34: undefined: Key", "b_ext_test.go:9:34: undefined: a.Key"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			pkgs := load(t)
 			problems, ok := recheck(pkgs, tc.changed)
 			if !ok {
 				t.Fatal("recheck could not stand in for a full load")

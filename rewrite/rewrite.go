@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"go/ast"
 	"go/format"
+	"go/parser"
 	"go/token"
 	"io/fs"
 	"log/slog"
@@ -228,11 +230,19 @@ type findingKey struct {
 const loadMode = packages.LoadSyntax | packages.NeedModule
 
 func loadConfig(ctx context.Context, opts Options, tags string, mode packages.LoadMode) *packages.Config {
-	cfg := &packages.Config{Context: ctx, Mode: mode, Dir: opts.Dir, Env: opts.Env, Tests: true}
+	cfg := &packages.Config{Context: ctx, Mode: mode, Dir: opts.Dir, Env: opts.Env, Tests: true, ParseFile: ParseFile}
 	if tags != "" {
 		cfg.BuildFlags = []string{"-tags=" + tags}
 	}
 	return cfg
+}
+
+// ParseFile parses a file for go/packages (packages.Config.ParseFile)
+// without the deprecated ast.Object resolution, which nothing here reads
+// (types.Info says what every identifier is): a whole module's syntax then
+// takes less memory.
+func ParseFile(fset *token.FileSet, filename string, src []byte) (*ast.File, error) {
+	return parser.ParseFile(fset, filename, src, parser.AllErrors|parser.ParseComments|parser.SkipObjectResolution)
 }
 
 // analyze runs one load (one tag set) and records its findings and edits.
@@ -296,6 +306,9 @@ func (p *planner) analyze(ctx context.Context, opts Options, patterns []string, 
 			}
 		}
 	}
+	// The check of the rewritten module needs the syntax and the types,
+	// not what the analysis read of them: let that go before it runs.
+	packages.Visit(pkgs, nil, func(pkg *packages.Package) { pkg.TypesInfo = nil })
 	return nil
 }
 

@@ -79,6 +79,7 @@ func lintHelp() string {
 }
 
 func runLint(ctx context.Context, e *env, args []string) error {
+	wholeModuleGC()
 	fs := newFlagSet(e, "lint", lintHelp())
 	asJSON := fs.Bool("json", false, "print findings as a JSON array")
 	tags := fs.String("tags", "", "build tags to load the packages with, a comma-separated `list` as for go build -tags")

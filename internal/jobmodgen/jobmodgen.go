@@ -83,7 +83,7 @@ func Generate(dir string, packages, jobs int, layout Layout) (Stats, error) {
 		"queue/queue.go": []byte(queueSource),
 	}
 	global := 0
-	var registered []string
+	var registered [][]string // per job package
 	for k := 0; k < packages; k++ {
 		n := jobs / packages
 		if k < jobs%packages {
@@ -94,7 +94,7 @@ func Generate(dir string, packages, jobs int, layout Layout) (Stats, error) {
 			prevFirst--
 		}
 		src, test, all, pst := jobPackage(k, global, n, prevFirst, layout)
-		registered = append(registered, all...)
+		registered = append(registered, all)
 		global += n
 		st.Provable += pst.Provable
 		st.CallSites += pst.CallSites
@@ -323,19 +323,31 @@ func TestEnqueue(t *testing.T) {
 }
 
 // registry returns package registry's source and test: every job of the
-// module as a queue.Job value, keys through the interface, an enqueue.
-func registry(packages int, jobs []string) (src, test []byte) {
+// module as a queue.Job value (one function per job package, as a
+// registry grows), keys through the interface, an enqueue.
+func registry(packages int, perPackage [][]string) (src, test []byte) {
+	n := 0
+	for _, jobs := range perPackage {
+		n += len(jobs)
+	}
 	var b bytes.Buffer
 	b.WriteString("// Package registry registers every job of the module with the queue; no job\n// package imports the queue.\npackage registry\n\nimport (\n\t\"context\"\n\n")
 	fmt.Fprintf(&b, "\t\"%s/queue\"\n", Module)
 	for k := 0; k < packages; k++ {
 		fmt.Fprintf(&b, "\t\"%s/%s\"\n", Module, pkgName(k))
 	}
-	b.WriteString(")\n\n// All returns one job of each type.\nfunc All() []queue.Job {\n\treturn []queue.Job{\n")
-	for _, j := range jobs {
-		fmt.Fprintf(&b, "\t\t%s,\n", j)
+	b.WriteString(")\n\n// All returns one job of each type.\nfunc All() []queue.Job {\n\tvar all []queue.Job\n")
+	for k := range perPackage {
+		fmt.Fprintf(&b, "\tall = append(all, from%s()...)\n", pkgName(k))
 	}
-	b.WriteString("\t}\n}\n\n")
+	b.WriteString("\treturn all\n}\n\n")
+	for k, jobs := range perPackage {
+		fmt.Fprintf(&b, "func from%s() []queue.Job {\n\treturn []queue.Job{\n", pkgName(k))
+		for _, j := range jobs {
+			fmt.Fprintf(&b, "\t\t%s,\n", j)
+		}
+		b.WriteString("\t}\n}\n\n")
+	}
 	b.WriteString("// InterfaceKeys returns the keys through the job interface.\nfunc InterfaceKeys() []string {\n\tvar out []string\n\tfor _, j := range All() {\n\t\tkey := j.UniqueKey\n\t\tout = append(out, key())\n\t}\n\treturn out\n}\n\n")
 	b.WriteString("// EnqueueAll enqueues one job of each type.\nfunc EnqueueAll(ctx context.Context, q *queue.Queue) error {\n\tfor _, j := range All() {\n\t\tif err := q.Enqueue(ctx, j); err != nil {\n\t\t\treturn err\n\t\t}\n\t}\n\treturn nil\n}\n")
 	test = fmt.Appendf(nil, `package registry
@@ -359,6 +371,6 @@ func TestEnqueue(t *testing.T) {
 		t.Fatalf("enqueued %%d jobs, want %d", q.Len())
 	}
 }
-`, Module, len(jobs), len(jobs), len(jobs), len(jobs))
+`, Module, n, n, n, n)
 	return b.Bytes(), test
 }
