@@ -214,6 +214,7 @@ func TestInterruptedRunsBetweenStepsRecover(t *testing.T) {
 		for _, k := range steps {
 			for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGKILL} {
 				t.Run(fmt.Sprintf("%s/step %d/%v", direction, k, sig), func(t *testing.T) {
+					t.Parallel()
 					db := teamQueueDB(t)
 					if direction == "down" {
 						mustCLI(t, db, "up")
@@ -315,6 +316,7 @@ func TestInterruptedRunsInsideAStepRecover(t *testing.T) {
 	for _, tc := range cases {
 		for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGKILL} {
 			t.Run(fmt.Sprintf("%s %s/%v", tc.direction, tc.what, sig), func(t *testing.T) {
+				t.Parallel()
 				ctx := context.Background()
 				db := teamQueueDB(t)
 				conn := testdb.Connect(t, db)
