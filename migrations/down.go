@@ -123,7 +123,7 @@ func (r *runner) downSteps(in *inspection, saved []SavedUnique) ([]step, error) 
 		back.skip = "already done"
 	}
 	steps = append(steps, back)
-	for _, ci := range countingIndexes(l) {
+	for _, ci := range ourIndexes(l) {
 		sql, err := dropIndexSQL(l, ci.name)
 		if err != nil {
 			return nil, err
