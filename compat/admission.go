@@ -286,30 +286,44 @@ func (s *schema) admitText(shape string) string {
 	}
 	b.WriteString("WITH c AS (\n    SELECT min(l.n) AS lim, count(u.id) AS n, coalesce(string_agg(u.t || ':' || u.id::text, ','), '') AS holders\n")
 	b.WriteString("    FROM (SELECT coalesce(" + override + ", " + a.add(nil) + "::integer) AS n OFFSET 0) l\n    LEFT JOIN LATERAL (")
-	class := a.add(nil)
-	var keyCond string
+	// Each active table is read in the order of its counting index, class
+	// then key, up to the limit (see boundedScan). The class is matched with
+	// = ANY so that the planner keeps the class in the required order, and
+	// the key with a closed range for the same reason.
+	class := "ANY (ARRAY[" + a.add(nil) + "::text])"
+	var keyCond, keyOrder string
 	key := layout.Ident(s.keyCol)
 	switch {
 	case strings.HasPrefix(shape, "admit/prefix"):
-		collate := ""
-		if !s.cCollation {
-			collate = ` COLLATE "C"`
+		// A prefix is a range only in a bytewise order: compare with
+		// COLLATE "C" when the column sorts otherwise (the prefix index).
+		if !s.bytewise {
+			key += ` COLLATE "C"`
 		}
-		keyCond = " AND " + key + collate + " >= " + a.add(nil) + " AND " + key + collate + " < " + a.add(nil)
+		keyCond = " AND " + key + " >= " + a.add(nil) + " AND " + key + " < " + a.add(nil)
+		keyOrder = ", " + key
 	case strings.HasPrefix(shape, "admit/keyed"):
-		keyCond = " AND " + key + " = " + a.add(nil)
+		if !s.deterministic {
+			// A nondeterministic collation's equality is not the lock's
+			// (byte) equality.
+			key += ` COLLATE "C"`
+		}
+		k := a.add(nil)
+		keyCond = " AND " + key + " >= " + k + " AND " + key + " <= " + k
+		keyOrder = ", " + key
 	}
 	stateCond := ""
 	if l.SingleTable() {
 		stateCond = " AND " + layout.Ident(l.StateColumn) + " IN " + l.StatesList()
 	}
 	id := layout.Ident(s.idColumn())
+	classCol := layout.Ident(l.ClassColumn)
 	for i, t := range s.activeTables() {
 		if i > 0 {
 			b.WriteString("\n        UNION ALL")
 		}
-		fmt.Fprintf(&b, "\n        (SELECT %s AS t, %s AS id FROM %s WHERE %s = %s%s%s LIMIT coalesce(l.n, 0))",
-			layout.Literal(t.name), id, l.Table(t.name), layout.Ident(l.ClassColumn), class, keyCond, stateCond)
+		fmt.Fprintf(&b, "\n        (SELECT %s AS t, %s AS id FROM %s WHERE %s = %s%s%s ORDER BY %s%s LIMIT coalesce(l.n, 0))",
+			layout.Literal(t.name), id, l.Table(t.name), classCol, class, keyCond, stateCond, classCol, keyOrder)
 	}
 	b.WriteString("\n    ) u ON true\n), ins AS (\n    ")
 

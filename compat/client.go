@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -106,9 +108,15 @@ type Client struct {
 	// tracing is false when the tracer provider is the no-op one.
 	tracing bool
 	ins     *instruments
+	// destination is the messaging destination (schema.table new jobs go
+	// to) and spanName the enqueue span's name, "enqueue <destination>".
+	destination, spanName string
 
 	mu     sync.Mutex
 	schema *schema
+	// explicitTx is set once an own transaction was found above READ
+	// COMMITTED: own transactions are then begun at READ COMMITTED.
+	explicitTx atomic.Bool
 }
 
 // NewClient returns a client for the layout's queue on db. db is usually a
@@ -130,7 +138,12 @@ func NewClient(db DB, l layout.Layout, opts ...Option) (*Client, error) {
 	// per-call options and attributes.
 	_, noop := c.o.tp.(tracenoop.TracerProvider)
 	c.tracing = !noop
-	c.ins = newInstruments(c.o.mp.Meter(instrumentationName))
+	c.destination = rl.Schema + "." + rl.RequestsTable
+	if rl.SingleTable() {
+		c.destination = rl.Schema + "." + rl.JobsTable
+	}
+	c.spanName = "enqueue " + c.destination
+	c.ins = newInstruments(c.o.mp.Meter(instrumentationName), c.destination)
 	return c, nil
 }
 
@@ -144,8 +157,11 @@ func (c *Client) Enqueue(ctx context.Context, job Job) (Result, error) {
 
 // EnqueueTx admits and inserts one job through db. When db is the caller's
 // transaction (Pgx(tx), SQL(tx)) the insert joins it and the group's lock is
-// held until the caller commits, so the admission stays exact; enqueue under
-// READ COMMITTED, the default. Otherwise it runs its own transaction.
+// held until the caller commits, so the admission stays exact. The caller's
+// transaction must be READ COMMITTED (PostgreSQL's default): above it the
+// enqueue fails with ErrIsolation before inserting anything. Otherwise it
+// runs its own transaction, at READ COMMITTED whatever the session's
+// default.
 func (c *Client) EnqueueTx(ctx context.Context, db DB, job Job) (Result, error) {
 	res, err := c.EnqueueManyTx(ctx, db, []Job{job})
 	if err != nil {
@@ -169,8 +185,14 @@ func (c *Client) EnqueueManyTx(ctx context.Context, db DB, jobs []Job) (res []Re
 	class := jobs[0].Class
 	var span trace.Span
 	if c.tracing {
-		ctx, span = c.tracer.Start(ctx, "compat.Enqueue", trace.WithSpanKind(trace.SpanKindProducer),
-			trace.WithAttributes(attribute.String(AttrJobClass, class), attribute.Int("job.enqueue.count", len(jobs))))
+		attrs := []attribute.KeyValue{attribute.String(AttrMessagingSystem, MessagingSystem),
+			attribute.String(AttrMessagingOperationName, "enqueue"), attribute.String(AttrMessagingOperationType, "send"),
+			attribute.String(AttrMessagingDestination, c.destination),
+			attribute.String(AttrJobClass, class), attribute.Int("job.enqueue.count", len(jobs))}
+		if len(jobs) > 1 {
+			attrs = append(attrs, attribute.Int(AttrMessagingBatchCount, len(jobs)))
+		}
+		ctx, span = c.tracer.Start(ctx, c.spanName, trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(attrs...))
 	}
 	defer func() {
 		if err != nil {
@@ -191,6 +213,7 @@ func (c *Client) EnqueueManyTx(ctx context.Context, db DB, jobs []Job) (res []Re
 		case err != nil:
 			span.RecordError(err)
 			span.SetStatus(codes.Error, err.Error())
+			span.SetAttributes(attribute.String("error.type", errorType(err)))
 		case skipped > 0:
 			span.SetAttributes(attribute.String("error.type", ErrorTypeLimitReached), attribute.Int("job.enqueue.skipped_count", skipped))
 		}
@@ -322,23 +345,39 @@ func (c *Client) enqueue(ctx context.Context, db DB, jobs []Job, sc trace.SpanCo
 	if err != nil {
 		return nil, err
 	}
-	return admit(ctx, db, s, adms)
+	return c.admit(ctx, db, s, adms)
 }
 
 // admit runs the admission protocol for adms through db and writes the skip
 // records the blocked ones want.
-func admit(ctx context.Context, db DB, s *schema, adms []*admission) ([]Result, error) {
+func (c *Client) admit(ctx context.Context, db DB, s *schema, adms []*admission) ([]Result, error) {
 	plans := planLocks(adms)
-	qs := make([]query, 0, len(plans)+len(adms))
-	for _, p := range plans {
-		qs = append(qs, s.lockQuery(p))
+	qs := make([]query, 0, len(plans)+len(adms)+1)
+	inTx := db.InTx()
+	for i, p := range plans {
+		q := s.lockQuery(p)
+		if i == 0 {
+			q = s.guarded(q, c.o.lockWait, inTx)
+		}
+		qs = append(qs, q)
 	}
 	outs := make([]admitResult, len(adms))
 	for i, a := range adms {
 		qs = append(qs, s.admitQuery(a, &outs[i]))
 	}
-	if err := run(ctx, db, qs); err != nil {
-		return nil, fmt.Errorf("compat: enqueue %s: %w", adms[0].job.Class, err)
+	if inTx {
+		qs = append(qs, restoreQuery())
+	}
+	err := c.run(ctx, db, qs)
+	if isIsolationError(err) && !inTx && !c.explicitTx.Load() {
+		// Our own transaction runs at the session's default isolation,
+		// which is above READ COMMITTED here: from now on begin it
+		// explicitly at READ COMMITTED.
+		c.explicitTx.Store(true)
+		err = c.run(ctx, db, qs)
+	}
+	if err != nil {
+		return nil, c.admitError(adms, err)
 	}
 	res := make([]Result, len(adms))
 	var records []query
@@ -370,18 +409,39 @@ func admit(ctx context.Context, db DB, s *schema, adms []*admission) ([]Result, 
 		}
 	}
 	if len(records) > 0 {
-		if err := run(ctx, db, records); err != nil {
+		if err := c.run(ctx, db, records); err != nil {
 			return nil, fmt.Errorf("compat: write skip record for %s: %w", adms[0].job.Class, err)
 		}
 	}
 	return res, nil
 }
 
+// admitError wraps an admission's failure, with the sentinel a caller
+// branches on when there is one.
+func (c *Client) admitError(adms []*admission, err error) error {
+	class := adms[0].job.Class
+	switch {
+	case isIsolationError(err):
+		return fmt.Errorf("compat: enqueue %s: %w: the transaction runs above READ COMMITTED, whose snapshot would miss jobs admitted while it waited for the group's lock; enqueue in a READ COMMITTED transaction (nothing was inserted): %w", class, ErrIsolation, err)
+	case isLockTimeout(err):
+		groups := make([]string, 0, len(adms))
+		for _, a := range adms {
+			groups = append(groups, layout.GroupName(a.job.Class, a.lockKey))
+		}
+		return fmt.Errorf("compat: enqueue %s: %w: waited %v for the lock of %s, which another transaction holds (see `migrate-unique concurrency status`); nothing was inserted: %w",
+			class, ErrLockTimeout, c.o.lockWait, strings.Join(groups, ", "), err)
+	}
+	return fmt.Errorf("compat: enqueue %s: %w", class, err)
+}
+
 // run executes qs as one transaction: pipelined in one batch with pgx,
 // statement by statement otherwise. Through a caller's transaction they
-// join it.
-func run(ctx context.Context, db DB, qs []query) error {
-	if b, ok := db.(batcher); ok {
+// join it. Our own transaction is the batch's implicit one, or, once the
+// session's default isolation proved to be above READ COMMITTED, one begun
+// explicitly at READ COMMITTED.
+func (c *Client) run(ctx context.Context, db DB, qs []query) error {
+	b, batches := db.(batcher)
+	if batches && (db.InTx() || !c.explicitTx.Load()) {
 		return b.sendBatch(ctx, qs)
 	}
 	if db.InTx() {
@@ -392,7 +452,12 @@ func run(ctx context.Context, db DB, qs []query) error {
 		return err
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	if err := runEach(ctx, tx, qs); err != nil {
+	if b, ok := tx.(batcher); ok {
+		err = b.sendBatch(ctx, qs)
+	} else {
+		err = runEach(ctx, tx, qs)
+	}
+	if err != nil {
 		return err
 	}
 	return tx.Commit(ctx)
@@ -411,4 +476,22 @@ func runEach(ctx context.Context, db Executor, qs []query) error {
 		}
 	}
 	return nil
+}
+
+// errorType is a failed enqueue's error.type: the sentinel's name when the
+// runtime has one for it, else the server's SQLSTATE, else "_OTHER".
+func errorType(err error) string {
+	for _, e := range []struct {
+		err  error
+		name string
+	}{{ErrInvalidJob, "InvalidJob"}, {ErrNotMigrated, "NotMigrated"}, {ErrSchema, "Schema"}, {ErrIsolation, "Isolation"}, {ErrLockTimeout, "LockTimeout"}} {
+		if errors.Is(err, e.err) {
+			return e.name
+		}
+	}
+	var st interface{ SQLState() string }
+	if errors.As(err, &st) {
+		return st.SQLState()
+	}
+	return "_OTHER"
 }

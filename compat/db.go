@@ -27,6 +27,7 @@ type Executor interface {
 // DB is a database handle that can also start a transaction. When the handle
 // is already a transaction, Begin starts a nested one (a savepoint) and
 // InTx reports true, so the runtime's writes join the caller's transaction.
+// Pgx and SQL begin their transactions at READ COMMITTED.
 type DB interface {
 	Executor
 	// Begin starts a transaction (a savepoint inside a transaction).
@@ -105,8 +106,18 @@ func (d pgxDB) QueryRow(ctx context.Context, sql string, args ...any) Row {
 	return pgxRow{d.h.QueryRow(ctx, sql, args...)}
 }
 
+// Begin starts a transaction at READ COMMITTED (the admission check needs
+// it, whatever the session's default), or a savepoint inside a transaction.
 func (d pgxDB) Begin(ctx context.Context) (Tx, error) {
-	tx, err := d.h.Begin(ctx)
+	var tx pgx.Tx
+	var err error
+	if b, ok := d.h.(interface {
+		BeginTx(context.Context, pgx.TxOptions) (pgx.Tx, error)
+	}); ok && !d.inTx {
+		tx, err = b.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	} else {
+		tx, err = d.h.Begin(ctx)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -191,7 +202,9 @@ func (d sqlDB) InTx() bool {
 func (d sqlDB) Begin(ctx context.Context) (Tx, error) {
 	switch h := d.h.(type) {
 	case *sql.DB:
-		tx, err := h.BeginTx(ctx, nil)
+		// READ COMMITTED whatever the session's default: the admission
+		// check needs it.
+		tx, err := h.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 		if err != nil {
 			return nil, err
 		}

@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/migrate-unique/migrate-unique/layout"
 	"github.com/migrate-unique/migrate-unique/testdata/legacy"
@@ -491,6 +492,16 @@ func TestObservability(t *testing.T) {
 	if !a1[AttrEnqueueSkipped].AsBool() || a1["error.type"].AsString() != ErrorTypeLimitReached || a1[AttrJobClass].AsString() != "obs.A" {
 		t.Fatalf("skipped span: %v", a1)
 	}
+	// OpenTelemetry's messaging conventions: a producer's send to the
+	// requests table.
+	for _, s := range spans {
+		a := attrs(s)
+		if s.Name() != "enqueue public.plainjobs_jobrequest" || s.SpanKind() != trace.SpanKindProducer ||
+			a[AttrMessagingSystem].AsString() != MessagingSystem || a[AttrMessagingOperationName].AsString() != "enqueue" ||
+			a[AttrMessagingOperationType].AsString() != "send" || a[AttrMessagingDestination].AsString() != "public.plainjobs_jobrequest" {
+			t.Fatalf("span %q (%v): %v", s.Name(), s.SpanKind(), a)
+		}
+	}
 	if spans[1].Status().Code != 0 {
 		t.Fatalf("a skip set the span status %v", spans[1].Status())
 	}
@@ -505,21 +516,39 @@ func TestObservability(t *testing.T) {
 		t.Fatal(err)
 	}
 	seen := map[string]int64{}
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			sum, ok := m.Data.(metricdata.Sum[int64])
-			if !ok {
-				continue
-			}
-			for _, dp := range sum.DataPoints {
-				for _, kv := range dp.Attributes.ToSlice() {
-					if kv.Key != AttrJobClass || strings.Contains(kv.Value.Emit(), "user-42") {
-						t.Fatalf("metric %s carries attribute %s=%s", m.Name, kv.Key, kv.Value.Emit())
-					}
-				}
-				seen[m.Name] += dp.Value
+	allowed := map[attribute.Key]bool{AttrJobClass: true, AttrMessagingSystem: true, AttrMessagingOperationName: true, AttrMessagingDestination: true}
+	checkAttrs := func(name string, set attribute.Set) {
+		for _, kv := range set.ToSlice() {
+			if !allowed[kv.Key] || strings.Contains(kv.Value.Emit(), "user-42") {
+				t.Fatalf("metric %s carries attribute %s=%s", name, kv.Key, kv.Value.Emit())
 			}
 		}
+	}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Unit == "" {
+				t.Errorf("metric %s has no unit", m.Name)
+			}
+			switch d := m.Data.(type) {
+			case metricdata.Sum[int64]:
+				for _, dp := range d.DataPoints {
+					checkAttrs(m.Name, dp.Attributes)
+					seen[m.Name] += dp.Value
+				}
+			case metricdata.Histogram[float64]:
+				for _, dp := range d.DataPoints {
+					checkAttrs(m.Name, dp.Attributes)
+					// Second-scale buckets that resolve a millisecond.
+					if len(dp.Bounds) == 0 || dp.Bounds[0] > 0.001 || dp.Count != 2 {
+						t.Errorf("histogram %s: bounds %v, count %d", m.Name, dp.Bounds, dp.Count)
+					}
+					seen[m.Name] += int64(dp.Count)
+				}
+			}
+		}
+	}
+	if seen["compat.enqueue.duration"] != 2 {
+		t.Errorf("compat.enqueue.duration recorded %d calls, want 2", seen["compat.enqueue.duration"])
 	}
 	if seen["compat.enqueue.admitted"] != 1 || seen["compat.enqueue.rejected"] != 1 {
 		t.Fatalf("counters %v", seen)

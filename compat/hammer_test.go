@@ -96,16 +96,24 @@ func hammer(t *testing.T, groups []hammerGroup, overrides map[[2]string]int) {
 	)
 	var wg sync.WaitGroup
 	errs := make(chan error, workers+2)
-	for w := range workers {
-		conn, err := pgx.Connect(ctx, q.url)
+	// Every connection is opened before any worker starts, so a failed
+	// connect ends the test with no worker still using a connection that
+	// the cleanups close.
+	conns := make([]*pgx.Conn, workers)
+	clients := make([]*Client, workers)
+	for w := range clients {
+		conn, err := testdb.Dial(ctx, q.url)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { conn.Close(context.Background()) })
-		c, err := NewClient(Pgx(conn), q.l.Layout)
-		if err != nil {
+		conns[w] = conn
+		if clients[w], err = NewClient(Pgx(conn), q.l.Layout); err != nil {
 			t.Fatal(err)
 		}
+	}
+	for w, c := range clients {
+		conn := conns[w]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -160,7 +168,7 @@ func hammer(t *testing.T, groups []hammerGroup, overrides map[[2]string]int) {
 	side.Add(1)
 	go func() {
 		defer side.Done()
-		conn, err := pgx.Connect(context.Background(), q.url)
+		conn, err := testdb.Dial(context.Background(), q.url)
 		if err != nil {
 			errs <- err
 			return

@@ -297,7 +297,7 @@ func (c *Client) retryAll(ctx context.Context, tx DB, s *schema, fs []failed, o 
 	if err != nil {
 		return nil, err
 	}
-	res, err := admit(ctx, tx, s, adms)
+	res, err := c.admit(ctx, tx, s, adms)
 	if err != nil {
 		return nil, err
 	}

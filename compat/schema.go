@@ -3,7 +3,6 @@ package compat
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 
 	"github.com/migrate-unique/migrate-unique/layout"
@@ -15,7 +14,8 @@ type column struct {
 	notNull    bool
 	hasDefault bool
 	maxLen     int    // varchar/char length limit in characters; 0: none
-	collation  string // the column's collation, "default" for the database's
+	collation  string // the column's ordering: provider:locale (libc:C.UTF-8, icu:en-US), the database's for "default"
+	cIndex     bool   // a valid index orders (class, this column COLLATE "C") on the table
 }
 
 // table is one table of the layout as the catalog describes it.
@@ -56,21 +56,31 @@ type schema struct {
 	migrated bool
 	// hasLimits is true when the concurrency_limits table exists.
 	hasLimits bool
-	// cCollation is true when the key column sorts bytewise, so a prefix is
-	// an index range without COLLATE "C".
-	cCollation bool
+	// bytewise is true when the key column sorts bytewise (libc C or
+	// POSIX, C.UTF-8, builtin C), so a prefix is a range of the counting
+	// index; otherwise the prefix compares with COLLATE "C", a range of the
+	// prefix index (class, key COLLATE "C") the migration builds.
+	bytewise bool
+	// deterministic is false for a nondeterministic key collation, whose
+	// equality is not byte equality.
+	deterministic bool
 
 	texts  sync.Map // statement shape -> text
 	fields sync.Map // table name -> []rowField
 }
 
-const catalogQuery = `SELECT c.relname, a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull, a.atthasdef,
+// catalogQuery reads the layout's columns. The collation column says how
+// the column really orders (layout.CollationSQL); the last column whether a
+// valid index on the table leads with (class, column COLLATE "C").
+var catalogQuery = `SELECT c.relname, a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull, a.atthasdef,
        CASE WHEN a.atttypid IN ('varchar'::regtype, 'bpchar'::regtype) AND a.atttypmod > 4 THEN a.atttypmod - 4 ELSE 0 END,
-       CASE WHEN a.attcollation = 0 THEN '' WHEN co.collname = 'default' THEN (SELECT datcollate FROM pg_database WHERE datname = current_database()) ELSE co.collname END
+       coalesce(` + layout.CollationSQL("a.attcollation") + `, ''),
+       EXISTS (SELECT FROM pg_index i
+               WHERE i.indrelid = c.oid AND i.indisvalid AND i.indnatts >= 2 AND i.indcollation[1] IN (950, 951)
+                 AND i.indkey[1] = a.attnum AND i.indkey[0] = (SELECT ca.attnum FROM pg_attribute ca WHERE ca.attrelid = c.oid AND ca.attname = $6))
 FROM pg_class c
 JOIN pg_namespace n ON n.oid = c.relnamespace
 JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
-LEFT JOIN pg_collation co ON co.oid = a.attcollation
 WHERE n.nspname = $1 AND c.relkind IN ('r', 'p') AND c.relname IN ($2, $3, $4, $5)`
 
 // inspect reads the layout's tables from the catalog and checks that the
@@ -80,7 +90,7 @@ func inspect(ctx context.Context, db Executor, l layout.Resolved) (*schema, erro
 	if l.SingleTable() {
 		names = []string{l.JobsTable, "", "", layout.LimitsTable}
 	}
-	rows, err := db.Query(ctx, catalogQuery, l.Schema, names[0], names[1], names[2], names[3])
+	rows, err := db.Query(ctx, catalogQuery, l.Schema, names[0], names[1], names[2], names[3], l.ClassColumn)
 	if err != nil {
 		return nil, fmt.Errorf("compat: read the catalog for schema %s: %w", layout.Ident(l.Schema), err)
 	}
@@ -89,7 +99,7 @@ func inspect(ctx context.Context, db Executor, l layout.Resolved) (*schema, erro
 		var rel, name, typ, coll string
 		var c column
 		var maxLen int32
-		if err := rows.Scan(&rel, &name, &typ, &c.notNull, &c.hasDefault, &maxLen, &coll); err != nil {
+		if err := rows.Scan(&rel, &name, &typ, &c.notNull, &c.hasDefault, &maxLen, &coll, &c.cIndex); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("compat: read the catalog: %w", err)
 		}
@@ -156,9 +166,20 @@ func inspect(ctx context.Context, db Executor, l layout.Resolved) (*schema, erro
 		}
 	}
 	s.migrated = s.keyCol == layout.KeyColumn
-	coll := s.requests.cols[s.keyCol].collation
-	s.cCollation = coll == "C" || coll == "POSIX" || strings.HasPrefix(coll, "C.") || coll == "ucs_basic"
+	s.bytewise, s.deterministic = layout.Ordering(s.requests.cols[s.keyCol].collation)
 	return s, nil
+}
+
+// prefixIndexed reports whether every active table has the prefix index
+// (class, key COLLATE "C") that a no-overlap count needs when the key
+// column does not sort bytewise.
+func (s *schema) prefixIndexed() bool {
+	for _, t := range s.activeTables() {
+		if !t.cols[s.keyCol].cIndex {
+			return false
+		}
+	}
+	return true
 }
 
 func isInteger(typ string) bool {

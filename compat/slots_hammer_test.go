@@ -11,9 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
-
 	"github.com/migrate-unique/migrate-unique/internal/testdb"
 )
 
@@ -30,19 +27,6 @@ type slotHold struct {
 	// acquiredAt and expiresAt are the database's times: acquisition and
 	// the last expiry the holder was granted (by Acquire or Extend).
 	acquiredAt, expiresAt time.Time
-}
-
-// slotConnect connects, waiting while the server has no connection to spare
-// (other test processes share it).
-func slotConnect(ctx context.Context, url string) (*pgx.Conn, error) {
-	for wait := 10 * time.Millisecond; ; wait *= 2 {
-		conn, err := pgx.Connect(ctx, url)
-		var pgErr *pgconn.PgError
-		if err == nil || !errors.As(err, &pgErr) || pgErr.Code != "53300" || wait > 5*time.Second {
-			return conn, err
-		}
-		time.Sleep(wait)
-	}
 }
 
 // TestSlotHammer runs 32 workers on separate connections against one group
@@ -110,7 +94,7 @@ FROM concurrency_slots WHERE group_name = $1`, group, limit).Scan(&sm.unexpired,
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			conn, err := slotConnect(ctx, url)
+			conn, err := testdb.Dial(ctx, url)
 			if err != nil {
 				errs <- err
 				return

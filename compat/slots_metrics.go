@@ -24,6 +24,11 @@ var (
 	resultBusy     = metric.WithAttributeSet(attribute.NewSet(attribute.String("result", "busy")))
 )
 
+// slotWaitBounds are compat.slots.wait's bucket boundaries, in seconds: a
+// busy job comes back every few seconds, and a starving one waits minutes
+// to hours.
+var slotWaitBounds = []float64{0, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200}
+
 func newSlotMetrics(mp metric.MeterProvider, s *Slots, gaugeGroups []string) (slotMetrics, error) {
 	meter := mp.Meter(instrumentationName)
 	var m slotMetrics
@@ -35,7 +40,7 @@ func newSlotMetrics(mp metric.MeterProvider, s *Slots, gaugeGroups []string) (sl
 	}
 	if m.wait, err = meter.Float64Histogram("compat.slots.wait",
 		metric.WithDescription("Time a job waited for its slot, from its first busy reschedule to the acquisition (0 when it got a slot at once)."),
-		metric.WithUnit("s")); err != nil {
+		metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(slotWaitBounds...)); err != nil {
 		return m, fmt.Errorf("slot metrics: %w", err)
 	}
 	if len(gaugeGroups) == 0 {

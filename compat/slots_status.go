@@ -6,6 +6,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/migrate-unique/migrate-unique/internal/lockid"
 	"github.com/migrate-unique/migrate-unique/layout"
 )
 
@@ -65,6 +66,27 @@ type GroupStatus struct {
 	// Waiting lists the jobs most often rescheduled for this group (at
 	// most 10), most reschedules first.
 	Waiting []WaitingJob `json:"waiting,omitempty"`
+	// LockHolders are the sessions that hold the group's admission lock
+	// now (an enqueue in flight, or a caller's transaction that enqueued
+	// into the group and has not committed): what an enqueue that timed out
+	// (ErrLockTimeout) waited for.
+	LockHolders []LockHolder `json:"lock_holders,omitempty"`
+}
+
+// LockHolder is a session that holds a group's advisory lock.
+type LockHolder struct {
+	// PID is the backend's process id (pg_terminate_backend ends it).
+	PID int `json:"pid"`
+	// Mode is ExclusiveLock or ShareLock (every enqueue into a class holds
+	// the class's lock shared).
+	Mode string `json:"mode"`
+	// State is pg_stat_activity's state: active, idle in transaction, ...
+	State string `json:"state"`
+	// XactStart and QueryStart are when its transaction and its latest
+	// statement began; Age is how long the transaction has been open.
+	XactStart  *time.Time    `json:"xact_start,omitempty"`
+	QueryStart *time.Time    `json:"query_start,omitempty"`
+	Age        time.Duration `json:"age"`
 }
 
 // Status reports one group: its effective limit (an override wins over the
@@ -180,6 +202,14 @@ FROM `+s.l.Table(layout.SlotsTable)+` WHERE `+filter+` ORDER BY group_name, slot
 		return nil, fmt.Errorf("read reschedule counters: %w", err)
 	}
 
+	if groups != nil {
+		for _, g := range groups {
+			get(g)
+		}
+	}
+	if err := s.lockHolders(ctx, byName); err != nil {
+		return nil, err
+	}
 	out := make([]GroupStatus, 0, len(byName))
 	for g, st := range byName {
 		if !st.Override {
@@ -202,4 +232,47 @@ FROM `+s.l.Table(layout.SlotsTable)+` WHERE `+filter+` ORDER BY group_name, slot
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Group < out[j].Group })
 	return out, nil
+}
+
+// lockHolders fills in the sessions that hold each group's advisory lock
+// (plain-jobs' lock id, as admission takes it).
+func (s *Slots) lockHolders(ctx context.Context, byName map[string]*GroupStatus) error {
+	if len(byName) == 0 {
+		return nil
+	}
+	ids := make([]int64, 0, len(byName))
+	byID := map[int64][]*GroupStatus{}
+	for g, st := range byName {
+		id := lockid.For(layout.SplitGroupName(g))
+		ids = append(ids, id)
+		byID[id] = append(byID[id], st)
+	}
+	// A bigint advisory key is (classid, objid) = (high, low) 32 bits.
+	rows, err := s.db.Query(ctx, `SELECT (l.classid::bigint << 32) | l.objid::bigint, l.pid, l.mode, coalesce(a.state, ''), a.xact_start, a.query_start,
+    coalesce(extract(epoch FROM clock_timestamp() - a.xact_start), 0)::float8
+FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid
+WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
+  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+  AND (l.classid::bigint << 32) | l.objid::bigint = ANY ($1)
+ORDER BY a.xact_start, l.pid`, ids)
+	if err != nil {
+		return fmt.Errorf("read the groups' lock holders: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id int64
+		var h LockHolder
+		var age float64
+		if err := rows.Scan(&id, &h.PID, &h.Mode, &h.State, &h.XactStart, &h.QueryStart, &age); err != nil {
+			return fmt.Errorf("read the groups' lock holders: %w", err)
+		}
+		h.Age = time.Duration(age * float64(time.Second)).Round(time.Millisecond)
+		for _, st := range byID[id] {
+			st.LockHolders = append(st.LockHolders, h)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read the groups' lock holders: %w", err)
+	}
+	return nil
 }

@@ -14,14 +14,20 @@ import (
 const (
 	// A keyed job: one lock statement (the class's lock shared, then the
 	// group's), then the count and insert, which reads the group's override.
-	wantGroupLock = `SELECT pg_advisory_xact_lock_shared($1), pg_advisory_xact_lock($2)`
-	wantAdmit     = `WITH c AS (
+	wantGroupLock = wantGuard + `pg_advisory_xact_lock_shared($1), pg_advisory_xact_lock($2)`
+	// The guard opens the first statement of every admission: the
+	// isolation check, the lock wait, then the planner settings that leave
+	// the counting index's ordered scan as the only plan.
+	wantGuard = `SELECT CASE WHEN current_setting('transaction_isolation') <> 'read committed' THEN current_setting('migrate_unique.enqueue_needs_read_committed') END, ` +
+		`set_config('lock_timeout', '5000ms', true), set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true), ` +
+		`set_config('enable_sort', 'off', true), set_config('enable_incremental_sort', 'off', true), `
+	wantAdmit = `WITH c AS (
     SELECT min(l.n) AS lim, count(u.id) AS n, coalesce(string_agg(u.t || ':' || u.id::text, ','), '') AS holders
     FROM (SELECT coalesce((SELECT concurrency_limit FROM "public"."concurrency_limits" WHERE group_name = $1), $2::integer) AS n OFFSET 0) l
     LEFT JOIN LATERAL (
-        (SELECT 'plainjobs_jobrequest' AS t, "id" AS id FROM "public"."plainjobs_jobrequest" WHERE "job_class" = $3 AND "concurrency_key" = $4 LIMIT coalesce(l.n, 0))
+        (SELECT 'plainjobs_jobrequest' AS t, "id" AS id FROM "public"."plainjobs_jobrequest" WHERE "job_class" = ANY (ARRAY[$3::text]) AND "concurrency_key" >= $4 AND "concurrency_key" <= $4 ORDER BY "job_class", "concurrency_key" LIMIT coalesce(l.n, 0))
         UNION ALL
-        (SELECT 'plainjobs_jobprocess' AS t, "id" AS id FROM "public"."plainjobs_jobprocess" WHERE "job_class" = $3 AND "concurrency_key" = $4 LIMIT coalesce(l.n, 0))
+        (SELECT 'plainjobs_jobprocess' AS t, "id" AS id FROM "public"."plainjobs_jobprocess" WHERE "job_class" = ANY (ARRAY[$3::text]) AND "concurrency_key" >= $4 AND "concurrency_key" <= $4 ORDER BY "job_class", "concurrency_key" LIMIT coalesce(l.n, 0))
     ) u ON true
 ), ins AS (
     INSERT INTO "public"."plainjobs_jobrequest" ("job_class", "concurrency_key", "parameters", "priority", "queue", "retries", "retry_attempt", "start_at", "created_at", "uuid", "source", "trace_id", "span_id")
@@ -31,21 +37,22 @@ const (
 )
 SELECT c.lim, c.n, c.holders, ins.r_id, ins.r_uuid FROM c LEFT JOIN ins ON true`
 	// A keyless job with a limit in code: the class lock exclusive.
-	wantClassLock = `SELECT pg_advisory_xact_lock($1)`
+	wantClassLock = wantGuard + `pg_advisory_xact_lock($1)`
 	// A keyless job without a limit in code: the class's override decides
 	// the lock's mode, so the lock statement reads it and carries it to the
 	// count in a transaction-local setting.
-	wantCarryLock = `SELECT CASE WHEN s.o <> '' THEN pg_advisory_xact_lock($1)::text ELSE pg_advisory_xact_lock_shared($1)::text END FROM (SELECT set_config($3, coalesce((SELECT concurrency_limit::text FROM "public"."concurrency_limits" WHERE group_name = $2), ''), true) AS o OFFSET 0) s`
+	wantCarryLock = wantGuard + `CASE WHEN s.o <> '' THEN pg_advisory_xact_lock($1)::text ELSE pg_advisory_xact_lock_shared($1)::text END FROM (SELECT set_config($3, coalesce((SELECT concurrency_limit::text FROM "public"."concurrency_limits" WHERE group_name = $2), ''), true) AS o OFFSET 0) s`
 	// A keyed job without a limit in code: the group's lock only when the
 	// group has an override.
-	wantKeyedCarryLock = `SELECT pg_advisory_xact_lock_shared($1)::text, CASE WHEN s.o <> '' THEN pg_advisory_xact_lock($2)::text END FROM (SELECT set_config($4, coalesce((SELECT concurrency_limit::text FROM "public"."concurrency_limits" WHERE group_name = $3), ''), true) AS o OFFSET 0) s`
+	wantKeyedCarryLock = wantGuard + `pg_advisory_xact_lock_shared($1)::text, CASE WHEN s.o <> '' THEN pg_advisory_xact_lock($2)::text END FROM (SELECT set_config($4, coalesce((SELECT concurrency_limit::text FROM "public"."concurrency_limits" WHERE group_name = $3), ''), true) AS o OFFSET 0) s`
 )
 
 var (
 	// The class-wide count and insert: wantAdmit without the key, which
 	// moves the row's parameters down by one.
 	wantClassWideAdmit = strings.NewReplacer(
-		` AND "concurrency_key" = $4`, "",
+		` AND "concurrency_key" >= $4 AND "concurrency_key" <= $4`, "",
+		`, "concurrency_key" LIMIT`, ` LIMIT`,
 		"SELECT $5, $6, $7::jsonb, $8, $9, $10, $11, $12::timestamptz, now(), gen_random_uuid(), $13, $14, $15",
 		"SELECT $4, $5, $6::jsonb, $7, $8, $9, $10, $11::timestamptz, now(), gen_random_uuid(), $12, $13, $14",
 	).Replace(wantAdmit)
@@ -61,7 +68,7 @@ var (
 // plainJobsCatalog is what the catalog query returns for plain-jobs'
 // migrated tables (the columns the runtime reads).
 func plainJobsCatalog() *sqlmock.Rows {
-	rows := sqlmock.NewRows([]string{"relname", "attname", "format_type", "attnotnull", "atthasdef", "maxlen", "collation"})
+	rows := sqlmock.NewRows([]string{"relname", "attname", "format_type", "attnotnull", "atthasdef", "maxlen", "collation", "c_index"})
 	common := [][]driver.Value{
 		{"id", "bigint", true, true, 0, ""},
 		{"job_class", "character varying(255)", true, false, 255, "C.UTF-8"},
@@ -69,7 +76,7 @@ func plainJobsCatalog() *sqlmock.Rows {
 	}
 	for _, tbl := range []string{"plainjobs_jobrequest", "plainjobs_jobprocess", "plainjobs_jobresult"} {
 		for _, c := range common {
-			rows.AddRow(append([]driver.Value{tbl}, c...)...)
+			rows.AddRow(append(append([]driver.Value{tbl}, c...), false)...)
 		}
 	}
 	for _, c := range [][]driver.Value{
@@ -80,9 +87,9 @@ func plainJobsCatalog() *sqlmock.Rows {
 		{"source", "text", true, false, 0, "C.UTF-8"}, {"trace_id", "character varying(34)", false, false, 34, "C.UTF-8"},
 		{"span_id", "character varying(18)", false, false, 18, "C.UTF-8"},
 	} {
-		rows.AddRow(append([]driver.Value{"plainjobs_jobrequest"}, c...)...)
+		rows.AddRow(append(append([]driver.Value{"plainjobs_jobrequest"}, c...), false)...)
 	}
-	rows.AddRow("concurrency_limits", "group_name", "text", true, false, 0, "C.UTF-8")
+	rows.AddRow("concurrency_limits", "group_name", "text", true, false, 0, "C.UTF-8", false)
 	return rows
 }
 
@@ -100,7 +107,7 @@ func TestAdmissionStatementsArePinned(t *testing.T) {
 		t.Fatal(err)
 	}
 	mock.ExpectQuery(catalogQuery).
-		WithArgs("public", "plainjobs_jobrequest", "plainjobs_jobprocess", "plainjobs_jobresult", "concurrency_limits").
+		WithArgs("public", "plainjobs_jobrequest", "plainjobs_jobprocess", "plainjobs_jobresult", "concurrency_limits", "job_class").
 		WillReturnRows(plainJobsCatalog())
 
 	// A keyed job, limit 2: admitted.

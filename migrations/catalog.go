@@ -53,6 +53,15 @@ type tableInfo struct {
 	columns map[string]bool
 	rows    int64 // estimate (reltuples)
 	bytes   int64 // pg_total_relation_size
+	// keyCollation is how the key column orders (layout.CollationSQL).
+	keyCollation string
+}
+
+// keyBytewise reports whether the key column sorts bytewise, so that a
+// no-overlap prefix is a range of the counting index.
+func (t tableInfo) keyBytewise() bool {
+	bytewise, _ := layout.Ordering(t.keyCollation)
+	return bytewise
 }
 
 func (t tableInfo) keyColumn() string {
@@ -135,9 +144,11 @@ func inspect(ctx context.Context, q querier, l layout.Resolved) (*inspection, er
 		var cols []string
 		err := q.QueryRow(ctx, `
 SELECT c.reltuples::bigint, pg_total_relation_size(c.oid),
-       ARRAY(SELECT a.attname::text FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum)
+       ARRAY(SELECT a.attname::text FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum),
+       coalesce((SELECT `+layout.CollationSQL("a.attcollation")+` FROM pg_attribute a
+                 WHERE a.attrelid = c.oid AND a.attname IN ($3, $4) AND NOT a.attisdropped LIMIT 1), '')
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')`, l.Schema, t).Scan(&ti.rows, &ti.bytes, &cols)
+WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')`, l.Schema, t, layout.KeyColumn, layout.LegacyKeyColumn).Scan(&ti.rows, &ti.bytes, &cols, &ti.keyCollation)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 		case err != nil:
@@ -330,7 +341,7 @@ func (in *inspection) state() State {
 // ours lists the counting indexes of ours that exist, valid or not.
 func (in *inspection) ours() []indexInfo {
 	var out []indexInfo
-	for _, ci := range countingIndexes(in.l) {
+	for _, ci := range ourIndexes(in.l) {
 		for _, ix := range in.indexes[ci.table] {
 			if ix.name == ci.name {
 				out = append(out, ix)
@@ -433,6 +444,19 @@ func (in *inspection) drift() []string {
 		}
 		if !found {
 			out = append(out, fmt.Sprintf("counting index %s on %s is missing", layout.Ident(ci.name), in.l.Table(ci.table)))
+		}
+	}
+	for _, ci := range prefixIndexes(in.l) {
+		if t := in.table(ci.table); t == nil || t.keyBytewise() {
+			continue
+		}
+		valid := false
+		for _, ix := range in.indexes[ci.table] {
+			valid = valid || ix.name == ci.name && ix.valid
+		}
+		if !valid {
+			out = append(out, fmt.Sprintf("prefix index %s on %s is missing or INVALID (the key column sorts by %s, not bytewise: no-overlap counts read the class)",
+				layout.Ident(ci.name), in.l.Table(ci.table), in.table(ci.table).keyCollation))
 		}
 	}
 	for _, t := range in.tables {

@@ -93,7 +93,7 @@ func (r *runner) downSteps(in *inspection, saved []SavedUnique) ([]step, error) 
 		}
 		index := l.Table(s.Index)
 		st := step{name: "rebuild unique rule " + layout.Ident(s.Index), table: s.Table, lock: "SHARE UPDATE EXCLUSIVE (writers go on)",
-			kind: stepConcurrent, sql: sql, index: index}
+			kind: stepConcurrent, sql: sql, index: index, unique: true}
 		st.onError = func(ctx context.Context, err error) error {
 			var pgErr *pgconn.PgError
 			if !errors.As(err, &pgErr) || pgErr.Code != "23505" {
@@ -123,7 +123,7 @@ func (r *runner) downSteps(in *inspection, saved []SavedUnique) ([]step, error) 
 		back.skip = "already done"
 	}
 	steps = append(steps, back)
-	for _, ci := range countingIndexes(l) {
+	for _, ci := range ourIndexes(l) {
 		sql, err := dropIndexSQL(l, ci.name)
 		if err != nil {
 			return nil, err

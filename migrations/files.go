@@ -55,7 +55,7 @@ func Files(l layout.Layout) (map[string]string, error) {
 	if isPlainJobs(rl) {
 		rules = []rebuildRule{{comment: "plain-jobs' unique rule", definition: plainJobsRebuild}}
 	}
-	return files(rl, rules)
+	return files(rl, rules, nil)
 }
 
 // rebuildRule is a unique rule a down file rebuilds CONCURRENTLY.
@@ -67,8 +67,10 @@ type rebuildRule struct {
 
 // files renders l's migration; rules are the unique rules down rebuilds,
 // one file each, or nil when they are only known at run time (one file
-// rebuilds what the cutover saved, inside a transaction).
-func files(l layout.Resolved, rules []rebuildRule) (map[string]string, error) {
+// rebuilds what the cutover saved, inside a transaction). prefix are the
+// prefix indexes the key column's collation needs (FilesFor knows it;
+// Files assumes a bytewise key column).
+func files(l layout.Resolved, rules []rebuildRule, prefix []countingIndex) (map[string]string, error) {
 	d := newTmplData(l, DefaultLockTimeout)
 	files := map[string]string{}
 	n := 0
@@ -87,7 +89,7 @@ func files(l layout.Resolved, rules []rebuildRule) (map[string]string, error) {
 		return s
 	}
 	add("version_table", r("version_table.up.sql.tmpl", d), r("version_table.down.sql.tmpl", d))
-	for _, ci := range countingIndexes(l) {
+	for _, ci := range append(countingIndexes(l), prefix...) {
 		dd := d
 		dd.Index = l.Table(ci.name)
 		drop := "-- An invalid leftover of an interrupted build would make the next file fail: drop it first.\n" + r("drop_index.sql.tmpl", dd)
@@ -95,6 +97,9 @@ func files(l layout.Resolved, rules []rebuildRule) (map[string]string, error) {
 		create, cerr := ci.createSQL(l, layout.LegacyKeyColumn)
 		if cerr != nil {
 			return nil, cerr
+		}
+		if ci.prefix {
+			create = "-- The key column does not sort bytewise: a no-overlap count compares the key's prefix with COLLATE \"C\", a range of this index.\n" + create
 		}
 		add("create_"+ci.name, create, r("drop_index.sql.tmpl", dd))
 	}
@@ -171,7 +176,13 @@ func FilesFor(ctx context.Context, databaseURL string, l layout.Layout) (map[str
 	}
 	// One order before and after the cutover, whatever the catalog's.
 	slices.SortFunc(rules, func(a, b rebuildRule) int { return strings.Compare(a.index, b.index) })
-	return files(r.l, rules)
+	var prefix []countingIndex
+	for _, ci := range prefixIndexes(r.l) {
+		if t := in.table(ci.table); t != nil && !t.keyBytewise() {
+			prefix = append(prefix, ci)
+		}
+	}
+	return files(r.l, rules, prefix)
 }
 
 // renameKeyInIndexDef turns a unique index's pg_get_indexdef, read before

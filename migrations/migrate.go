@@ -165,6 +165,9 @@ type step struct {
 	// index is the quoted index a concurrent build creates: a leftover that
 	// is invalid is dropped before each try.
 	index string
+	// unique marks down's rebuild of a unique rule: cancelled, its INVALID
+	// index is dropped at once (it would reject duplicates meanwhile).
+	unique bool
 	// onError maps a step's failure to a better error (duplicates).
 	onError func(ctx context.Context, err error) error
 	// createsVersionTable marks up's first step: intent can be recorded
@@ -184,6 +187,9 @@ type runner struct {
 	// versionTable says the version table (with its step columns) exists,
 	// so that intent can be recorded in it.
 	versionTable bool
+	// intentColumns says the version table is known to have its step
+	// columns.
+	intentColumns bool
 	// pooler is set when the connection goes through a pooler (read-only
 	// runs go on; up and down refuse).
 	pooler *PoolerError
@@ -468,6 +474,15 @@ func (r *runner) recordIntent(ctx context.Context, n, total int, s step) error {
 	if !r.versionTable || r.direction == "" {
 		return nil // up's first step creates the table and its row
 	}
+	if !r.intentColumns {
+		// A version table written by an older version of the tool has no
+		// step columns yet.
+		if _, err := r.conn.Exec(ctx, "ALTER TABLE "+r.l.Table(layout.VersionTable)+
+			" ADD COLUMN IF NOT EXISTS step text NULL, ADD COLUMN IF NOT EXISTS step_started_at timestamptz NULL"); err != nil {
+			return fmt.Errorf("add the step columns to %s: %w", r.l.Table(layout.VersionTable), err)
+		}
+		r.intentColumns = true
+	}
 	state := map[string]string{"up": "migrating", "down": "rolling back"}[r.direction]
 	_, err := r.conn.Exec(ctx, "UPDATE "+r.l.Table(layout.VersionTable)+
 		" SET state = $1, step = $2, step_started_at = now(), updated_at = now() WHERE layout = $3",
@@ -497,7 +512,7 @@ func (r *runner) execute(ctx context.Context, steps []step, rep *Report) error {
 			var err error
 			res.Attempts, res.LockHeld, err = r.runStep(ctx, s)
 			if err == nil && s.createsVersionTable {
-				r.versionTable = true
+				r.versionTable, r.intentColumns = true, true
 			}
 			if err != nil {
 				res.Duration = time.Since(start)
@@ -643,5 +658,30 @@ func (r *runner) runConcurrent(ctx context.Context, s step) error {
 	stop := r.watchProgress(ctx, s.name)
 	defer stop()
 	_, err := r.conn.Exec(ctx, s.sql)
+	if err != nil && ctx.Err() != nil && s.unique && s.index != "" {
+		r.dropCancelledUnique(s.index)
+	}
 	return err
+}
+
+// dropCancelledUnique drops the INVALID unique index a cancelled rebuild
+// (Ctrl-C during down) left behind: until then it rejects duplicates of new
+// rows, so enqueues over a limit of 1 would fail with 23505. It waits at
+// most LockTimeout (DROP INDEX CONCURRENTLY waits for older transactions);
+// what it cannot drop, status shows and the next run drops.
+func (r *runner) dropCancelledUnique(index string) {
+	ctx, cancel := context.WithTimeout(context.Background(), max(r.opts.LockTimeout, time.Second))
+	defer cancel()
+	conn, err := connect(ctx, r.url)
+	if err != nil {
+		return
+	}
+	defer conn.Close(context.Background())
+	var invalid bool
+	if err := conn.QueryRow(ctx, "SELECT NOT x.indisvalid FROM pg_index x WHERE x.indexrelid = to_regclass($1)", index).Scan(&invalid); err != nil || !invalid {
+		return
+	}
+	if _, err := conn.Exec(ctx, "DROP INDEX CONCURRENTLY IF EXISTS "+index); err == nil {
+		r.printf("dropped the INVALID unique index %s the interrupted rebuild left\n", index)
+	}
 }

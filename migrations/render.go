@@ -98,8 +98,12 @@ func layoutID(l layout.Resolved) string {
 // countingIndexName is the name of the counting index the migration builds
 // on table: deterministic, so a re-run finds its own leftovers, and at most
 // 63 bytes.
-func countingIndexName(table string) string {
-	const suffix = "_concurrency_key_idx"
+func countingIndexName(table string) string { return indexName(table, "_concurrency_key_idx") }
+
+// prefixIndexName is the name of the prefix index on table.
+func prefixIndexName(table string) string { return indexName(table, "_concurrency_key_c_idx") }
+
+func indexName(table, suffix string) string {
 	name := table + suffix
 	if len(name) <= 63 {
 		return name
@@ -120,6 +124,11 @@ type countingIndex struct {
 	table     string // unquoted table name
 	name      string // unquoted index name
 	predicate string // "" or the WHERE clause, rendered
+	// prefix marks the prefix index (class, key COLLATE "C"): a no-overlap
+	// count compares the key's prefix bytewise, which is a range of this
+	// index when the key column's own collation does not sort bytewise (ICU,
+	// a non-C libc locale). Up builds it only then.
+	prefix bool
 }
 
 func countingIndexes(l layout.Resolved) []countingIndex {
@@ -134,12 +143,30 @@ func countingIndexes(l layout.Resolved) []countingIndex {
 	return out
 }
 
+// prefixIndexes are the prefix indexes of l's active tables, one per
+// counting index.
+func prefixIndexes(l layout.Resolved) []countingIndex {
+	out := countingIndexes(l)
+	for i := range out {
+		out[i].name, out[i].prefix = prefixIndexName(out[i].table), true
+	}
+	return out
+}
+
+// ourIndexes are every index the migration may build on l's tables.
+func ourIndexes(l layout.Resolved) []countingIndex {
+	return append(countingIndexes(l), prefixIndexes(l)...)
+}
+
 func (ci countingIndex) createSQL(l layout.Resolved, keyColumn string) (string, error) {
 	d := newTmplData(l, 0)
 	d.IndexName = layout.Ident(ci.name)
 	d.Table = l.Table(ci.table)
 	d.ClassColumn = layout.Ident(l.ClassColumn)
 	d.KeyColumn = layout.Ident(keyColumn)
+	if ci.prefix {
+		d.KeyColumn += ` COLLATE "C"`
+	}
 	d.Predicate = ci.predicate
 	return render("create_index.sql.tmpl", d)
 }

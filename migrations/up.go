@@ -117,6 +117,24 @@ func upSteps(in *inspection, opts Options) ([]step, error) {
 		}
 		steps = append(steps, s)
 	}
+	for _, ci := range prefixIndexes(l) {
+		t := in.table(ci.table)
+		if t.keyBytewise() {
+			continue
+		}
+		sql, err := ci.createSQL(l, t.keyColumn())
+		if err != nil {
+			return nil, err
+		}
+		s := step{name: "prefix index on " + l.Table(ci.table) + " (the key column sorts by " + t.keyCollation + ", not bytewise: a no-overlap count compares the key's prefix with COLLATE \"C\", a range of this index)",
+			table: l.Table(ci.table), lock: "SHARE UPDATE EXCLUSIVE (writers go on)", kind: stepConcurrent, sql: sql, index: l.Table(ci.name)}
+		for _, ix := range in.indexes[ci.table] {
+			if ix.name == ci.name && ix.valid {
+				s.skip = "already built"
+			}
+		}
+		steps = append(steps, s)
+	}
 	if sql, err = render("cutover.up.sql.tmpl", d); err != nil {
 		return nil, err
 	}
@@ -268,7 +286,7 @@ func hasFatal(fs []Finding) bool {
 }
 
 func isOurs(l layout.Resolved, ix indexInfo) bool {
-	for _, ci := range countingIndexes(l) {
+	for _, ci := range ourIndexes(l) {
 		if ci.table == ix.table && ci.name == ix.name {
 			return true
 		}

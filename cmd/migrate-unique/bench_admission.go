@@ -20,6 +20,11 @@ touched), next to baselines from the same run:
     class (a tenth of them in the same key group) over the same on an empty
     table (backlog_latency_ratio), and the same ratio for the naive check,
     an advisory lock and an unbounded count(*) (naive_backlog_latency_ratio);
+    the same two ratios with statistics taken before the backlog was loaded
+    (backlog_latency_ratio_stale_stats), and for each pgx execution mode
+    (cache_statement, cache_describe, describe_exec, exec, simple_protocol)
+    and database/sql on fresh connections (backlog_latency_ratio_by_mode),
+    with a quarter of --samples each;
   - throughput: enqueue-with-check of 4000 jobs by 16 clients over 1000 keys
     with limit 5, over a plain INSERT of the same rows
     (throughput_ratio_vs_insert).`
@@ -52,6 +57,10 @@ func runBenchAdmission(ctx context.Context, e *env, args []string) error {
 	}
 	fmt.Fprintf(e.stdout, "over_admitted %d (must be 0)\n", r.OverAdmitted)
 	fmt.Fprintf(e.stdout, "backlog latency ratio %.2f (target <= 1.5); naive count(*) check %.2f\n", r.BacklogLatencyRatio, r.NaiveBacklogLatencyRatio)
+	fmt.Fprintf(e.stdout, "  stale statistics: %.2f; naive %.2f\n", r.Stale.BacklogLatencyRatio, r.Stale.NaiveBacklogLatencyRatio)
+	for _, m := range r.ByMode {
+		fmt.Fprintf(e.stdout, "  %s: %.2f; naive %.2f\n", m.Mode, m.BacklogLatencyRatio, m.NaiveBacklogLatencyRatio)
+	}
 	fmt.Fprintf(e.stdout, "throughput %.0f/s with the check vs %.0f/s plain INSERT: ratio %.2f (target >= 0.6)\n", r.EnqueueCheckPerSecond, r.InsertPerSecond, r.ThroughputRatioVsInsert)
 	if *asJSON {
 		b, err := json.Marshal(r)

@@ -148,7 +148,10 @@ const concurrencyStatusUsage = `concurrency status [GROUP] [--database URL] [--s
 Shows every group that has a slot, a limit override or a waiting job (or
 only GROUP): its limit (an override wins over the limit the holders' code
 asked for), active slots, each slot's holder job, worker, token and expiry,
-holders over a lowered limit, and the most rescheduled waiting jobs.`
+holders over a lowered limit, the most rescheduled waiting jobs, and the
+sessions that hold the group's admission lock now (pid, lock mode, state,
+transaction age, query start): what an enqueue that timed out waiting for
+the lock waited for.`
 
 func runConcurrencyStatus(ctx context.Context, e *env, args []string) error {
 	f := newConcurrencyFlags(e, "status", concurrencyStatusUsage)
@@ -214,7 +217,7 @@ func printConcurrencyStatus(w io.Writer, groups []compat.GroupStatus, now time.T
 	}
 	tw.Flush()
 	for _, g := range groups {
-		if len(g.Slots) == 0 && len(g.Waiting) == 0 {
+		if len(g.Slots) == 0 && len(g.Waiting) == 0 && len(g.LockHolders) == 0 {
 			continue
 		}
 		fmt.Fprintf(w, "\n%s\n", escapeControl(g.Group))
@@ -238,6 +241,18 @@ func printConcurrencyStatus(w io.Writer, groups []compat.GroupStatus, now time.T
 			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%d\t%s\n", sl.Slot, state, escapeControl(dash(sl.JobID)), escapeControl(dash(sl.WorkerID)), sl.Token, expires)
 		}
 		tw.Flush()
+		if len(g.LockHolders) > 0 {
+			tw = tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
+			fmt.Fprintln(tw, "  LOCK HOLDER PID\tMODE\tSTATE\tTRANSACTION AGE\tQUERY START")
+			for _, h := range g.LockHolders {
+				qs := "-"
+				if h.QueryStart != nil {
+					qs = h.QueryStart.UTC().Format(time.RFC3339)
+				}
+				fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\n", h.PID, h.Mode, dash(h.State), h.Age.Round(time.Second), qs)
+			}
+			tw.Flush()
+		}
 		if len(g.Waiting) > 0 {
 			tw = tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
 			fmt.Fprintln(tw, "  WAITING JOB\tRESCHEDULES\tWAITING SINCE")

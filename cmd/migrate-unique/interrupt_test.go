@@ -214,6 +214,7 @@ func TestInterruptedRunsBetweenStepsRecover(t *testing.T) {
 		for _, k := range steps {
 			for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGKILL} {
 				t.Run(fmt.Sprintf("%s/step %d/%v", direction, k, sig), func(t *testing.T) {
+					t.Parallel()
 					db := teamQueueDB(t)
 					if direction == "down" {
 						mustCLI(t, db, "up")
@@ -308,10 +309,14 @@ func TestInterruptedRunsInsideAStepRecover(t *testing.T) {
 		{"up", func(t *testing.T, conn *pgx.Conn, c *child) {
 			c.waitLine(t, `^step cutover.*: attempt 1/\d+: `)
 		}, "cutover backoff"},
+		{"down", func(t *testing.T, conn *pgx.Conn, c *child) {
+			c.waitLine(t, `^step cutover back.*: attempt 1/\d+: `)
+		}, "cutover backoff"},
 	}
 	for _, tc := range cases {
 		for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGKILL} {
 			t.Run(fmt.Sprintf("%s %s/%v", tc.direction, tc.what, sig), func(t *testing.T) {
+				t.Parallel()
 				ctx := context.Background()
 				db := teamQueueDB(t)
 				conn := testdb.Connect(t, db)
@@ -319,9 +324,11 @@ func TestInterruptedRunsInsideAStepRecover(t *testing.T) {
 					mustCLI(t, db, "up")
 				}
 				if tc.what == "cutover backoff" {
-					// Build the indexes first so that the holder only stops the cutover.
-					c := startChild(t, 4, append(append([]string{"up"}, teamQueueFlags...), "--database", db)...)
-					c.waitLine(t, "^paused before step 4$")
+					// Build the indexes first (up's counting indexes, down's
+					// unique rule) so that the holder only stops the cutover.
+					step := map[string]int{"up": 4, "down": 2}[tc.direction]
+					c := startChild(t, step, append(append([]string{tc.direction}, teamQueueFlags...), "--database", db)...)
+					c.waitLine(t, fmt.Sprintf("^paused before step %d$", step))
 					c.interrupt(t, syscall.SIGINT)
 				}
 				holder, err := conn.Begin(ctx)
@@ -345,6 +352,14 @@ func TestInterruptedRunsInsideAStepRecover(t *testing.T) {
 				stopped := map[string]string{"up": "stopped:  an up run stopped at step up ", "down": "stopped:  a down run stopped at step down "}[tc.direction]
 				if !strings.Contains(st, "state:    partly migrated") || !strings.Contains(st, stopped) {
 					t.Fatalf("status after the interruption:\n%s", st)
+				}
+				if sig == syscall.SIGINT && tc.what != "cutover backoff" {
+					// The cancelled build left its index INVALID (for down, the
+					// unique rule: it still rejects duplicates of new rows).
+					invalid := map[string]string{"up": "invalid indexes of ours: JobRequests.JobRequests_concurrency_key_idx", "down": "invalid indexes of ours: JobRequests.JobRequests_Kind_UniqueKey_uniq"}[tc.direction]
+					if !strings.Contains(st, invalid) {
+						t.Errorf("status does not show %q:\n%s", invalid, st)
+					}
 				}
 				if sig == syscall.SIGKILL && tc.what != "cutover backoff" {
 					// The server goes on with the killed run's build, holding
@@ -390,5 +405,68 @@ func TestInterruptedRunsInsideAStepRecover(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// Two runs started at once on one layout, in two processes: one works and
+// the other refuses naming it (or, started after the first finished, finds
+// nothing to do); never both half-way. The layout ends exactly as after
+// one clean run, both ways.
+func TestTwoConcurrentRuns(t *testing.T) {
+	ref := teamQueueDB(t)
+	legacySnap := comparable(t, ref)
+	mustCLI(t, ref, "up")
+	migratedSnap := comparable(t, ref)
+	db := teamQueueDB(t)
+	for _, direction := range []string{"up", "down"} {
+		var cs []*child
+		for range 2 {
+			cs = append(cs, startChild(t, 0, append(append([]string{direction}, teamQueueFlags...), "--database", db)...))
+		}
+		worked := 0
+		for _, c := range cs {
+			<-c.done
+			out := c.output()
+			switch {
+			case c.code == 0 && strings.Contains(out, direction+": "):
+				worked++
+			case c.code == 0 && (strings.Contains(out, "nothing to do") || strings.Contains(out, "nothing to roll back")):
+			case c.code == 1 && strings.Contains(out, "another migrate-unique run is working on this layout (backend pid"):
+			default:
+				t.Fatalf("concurrent %s: exit %d:\n%s", direction, c.code, out)
+			}
+		}
+		if worked != 1 {
+			t.Fatalf("concurrent %s: %d runs did the work, want 1", direction, worked)
+		}
+		want := map[string]string{"up": migratedSnap, "down": legacySnap}[direction]
+		if got := comparable(t, db); got != want {
+			t.Fatalf("after two concurrent %s runs the database differs from one clean run:\n%s\nvs\n%s", direction, want, got)
+		}
+	}
+}
+
+// A run that holds the layout (here paused between two steps) makes a
+// second one refuse before any change, naming the first run's session and
+// process; the first then finishes.
+func TestSecondRunNamesTheFirst(t *testing.T) {
+	db := teamQueueDB(t)
+	first := startChild(t, 2, append(append([]string{"up"}, teamQueueFlags...), "--database", db)...)
+	first.waitLine(t, "^paused before step 2$")
+	before := comparable(t, db)
+	for _, direction := range []string{"up", "down"} {
+		code, out := cli(t, db, direction)
+		want := fmt.Sprintf("started by process %d on host ", first.cmd.Process.Pid)
+		if code != 1 || !strings.Contains(out, "another migrate-unique run is working on this layout (backend pid ") || !strings.Contains(out, want) || !strings.Contains(out, "pg_terminate_backend(") {
+			t.Fatalf("%s while another run holds the layout: exit %d:\n%s", direction, code, out)
+		}
+	}
+	if got := comparable(t, db); got != before {
+		t.Fatalf("a refused run changed the database")
+	}
+	first.interrupt(t, syscall.SIGINT)
+	mustCLI(t, db, "up")
+	if st := mustCLI(t, db, "status"); !strings.Contains(st, "state:    migrated") {
+		t.Fatalf("status after the first run finished:\n%s", st)
 	}
 }

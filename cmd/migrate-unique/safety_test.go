@@ -166,8 +166,12 @@ func TestMigrationCommandsThroughPgBouncer(t *testing.T) {
 	}{
 		{[]string{"up"}, 1, "Connect directly to PostgreSQL"},
 		{[]string{"down"}, 1, "Connect directly to PostgreSQL"},
+		// Read commands work again and again (no statement left prepared).
 		{[]string{"plan"}, 1, "refused: connected through a connection pooler"},
 		{[]string{"status"}, 0, "pooler:   connected through a connection pooler"},
+		{[]string{"plan"}, 1, "refused: connected through a connection pooler"},
+		{[]string{"status"}, 0, "pooler:   connected through a connection pooler"},
+		{[]string{"up"}, 1, "Connect directly to PostgreSQL"},
 	} {
 		code, out, errOut := runCLI(t, append(c.args, "--database", pooled)...)
 		if code != c.code || !strings.Contains(out+errOut, c.want) {

@@ -18,8 +18,10 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // EnvVar is the environment variable --database falls back to.
@@ -190,7 +192,9 @@ func unambiguousHost(rest string) string {
 // transaction-mode pooler, named statements left on a server connection
 // collide with the next client's (42P05) or are missing on the next one's
 // (26000). applicationName, when not empty, names the session in
-// pg_stat_activity. Errors never show the password.
+// pg_stat_activity. While the server has no connection slot to spare
+// (53300, too many clients) it tries again for about ten seconds. Errors
+// never show the password.
 func Connect(ctx context.Context, s, applicationName string) (*pgx.Conn, error) {
 	cfg, err := ParseConfig(s)
 	if err != nil {
@@ -200,11 +204,21 @@ func Connect(ctx context.Context, s, applicationName string) (*pgx.Conn, error) 
 	if applicationName != "" {
 		cfg.RuntimeParams["application_name"] = applicationName
 	}
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return nil, RedactError(s, fmt.Errorf("connect to %s: %w", Describe(s), err))
+	for delay := 50 * time.Millisecond; ; delay *= 2 {
+		conn, err := pgx.ConnectConfig(ctx, cfg)
+		if err == nil {
+			return conn, nil
+		}
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "53300" || delay > 5*time.Second {
+			return nil, RedactError(s, fmt.Errorf("connect to %s: %w", Describe(s), err))
+		}
+		select {
+		case <-ctx.Done():
+			return nil, RedactError(s, fmt.Errorf("connect to %s: %w", Describe(s), err))
+		case <-time.After(delay):
+		}
 	}
-	return conn, nil
 }
 
 // Describe renders a connection string for a progress line: host, port and

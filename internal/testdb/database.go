@@ -21,6 +21,12 @@ import (
 // CreateDatabase creates a new database named after prefix plus a random
 // suffix, copied from template ("" means template0), and returns its name.
 func (s *Server) CreateDatabase(ctx context.Context, prefix, template string) (string, error) {
+	return s.createDatabase(ctx, prefix, template, "")
+}
+
+// createDatabase is CreateDatabase with extra options (clause) for CREATE
+// DATABASE, such as a locale provider.
+func (s *Server) createDatabase(ctx context.Context, prefix, template, clause string) (string, error) {
 	var rnd [5]byte
 	_, _ = rand.Read(rnd[:])
 	p := sanitizeName(prefix)
@@ -33,7 +39,7 @@ func (s *Server) CreateDatabase(ctx context.Context, prefix, template string) (s
 	}
 	err := s.admin(ctx, func(conn *pgx.Conn) error {
 		return retryBusy(ctx, func() error {
-			_, err := conn.Exec(ctx, "CREATE DATABASE "+layout.Ident(name)+" TEMPLATE "+layout.Ident(template))
+			_, err := conn.Exec(ctx, "CREATE DATABASE "+layout.Ident(name)+" TEMPLATE "+layout.Ident(template)+clause)
 			return err
 		})
 	})

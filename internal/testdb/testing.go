@@ -7,6 +7,8 @@ import (
 	"sync"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/migrate-unique/migrate-unique/layout"
 )
 
 // TB is the part of testing.TB the harness uses, so this package does not
@@ -61,6 +63,16 @@ type Option func(*options)
 type options struct {
 	templateKey string
 	setup       func(ctx context.Context, url string) error
+	icuLocale   string
+}
+
+// ICU makes New create the database with the ICU provider and the given
+// locale (for example "en-US") as its default collation, copied from
+// template0: the default of many managed services, in which text does not
+// sort bytewise. It needs PostgreSQL 15 or later and cannot be combined with
+// FromTemplate.
+func ICU(locale string) Option {
+	return func(o *options) { o.icuLocale = locale }
 }
 
 // FromTemplate makes New copy a template database built once by setup (per
@@ -91,7 +103,14 @@ func New(t TB, opts ...Option) string {
 			t.Fatalf("%v", err)
 		}
 	}
-	name, err := srv.CreateDatabase(ctx, t.Name(), template)
+	clause := ""
+	if o.icuLocale != "" {
+		if template != "" {
+			t.Fatalf("testdb: ICU and FromTemplate cannot be combined: an ICU database is copied from template0")
+		}
+		clause = " LOCALE_PROVIDER icu ICU_LOCALE " + layout.Literal(o.icuLocale)
+	}
+	name, err := srv.createDatabase(ctx, t.Name(), template, clause)
 	if err != nil {
 		t.Fatalf("%v", err)
 	}

@@ -16,7 +16,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/migrate-unique/migrate-unique/cmd/migrate-unique/internal/bench/scratch"
 	"github.com/migrate-unique/migrate-unique/compat"
@@ -104,6 +106,21 @@ type Result struct {
 	InsertPerSecond        float64 `json:"insert_per_second"`
 	EnqueueCheckPerSecond  float64 `json:"enqueue_check_per_second"`
 	ThroughputAdmittedJobs int     `json:"throughput_admitted_jobs"`
+
+	// ByMode is backlog_latency_ratio (and the naive check's) per pgx
+	// execution mode and database/sql, each on fresh connections of that
+	// mode, with fresh statistics; Stale is the same with statistics taken
+	// before the backlog was loaded (default mode). BacklogLatencyRatio
+	// above is the default mode's with fresh statistics.
+	ByMode []ModeRatio `json:"backlog_latency_ratio_by_mode"`
+	Stale  ModeRatio   `json:"backlog_latency_ratio_stale_stats"`
+}
+
+// ModeRatio is one execution mode's backlog latency ratios.
+type ModeRatio struct {
+	Mode                     string  `json:"mode"`
+	BacklogLatencyRatio      float64 `json:"backlog_latency_ratio"`
+	NaiveBacklogLatencyRatio float64 `json:"naive_backlog_latency_ratio"`
 }
 
 const (
@@ -346,8 +363,8 @@ func (b *bench) throughput(ctx context.Context, r *Result) error {
 // naiveEnqueue is the check the original design proposed: the group's
 // advisory lock, then count(*) of every active job of the group, then the
 // insert. Correct, but its cost grows with the group's backlog.
-func (b *bench) naiveEnqueue(ctx context.Context, l layout.Resolved, class, key string, limit int) (bool, error) {
-	tx, err := b.pool.Begin(ctx)
+func naiveEnqueue(ctx context.Context, pool *pgxpool.Pool, l layout.Resolved, class, key string, limit int) (bool, error) {
+	tx, err := pool.Begin(ctx)
 	if err != nil {
 		return false, err
 	}
@@ -382,21 +399,21 @@ type latencies struct{ checkBlocked, checkAdmitted, naiveBlocked, naiveAdmitted 
 // drift hits them alike: an enqueue into the full hot group (blocked) and
 // one of a fresh key in the hot class (admitted), with the runtime's check
 // and with the naive one.
-func (b *bench) sample(ctx context.Context) (empty, backlog latencies, err error) {
+func (b *bench) sample(ctx context.Context, tag string, pool *pgxpool.Pool, emptyC, backlogC *compat.Client, samples int) (empty, backlog latencies, err error) {
 	const limit = 5
 	type state struct {
 		l     layout.Resolved
 		c     *compat.Client
 		cases [4][]time.Duration
 	}
-	states := []*state{{l: b.empty, c: b.emptyC}, {l: b.l, c: b.c}}
-	for i := range b.o.Samples {
+	states := []*state{{l: b.empty, c: emptyC}, {l: b.l, c: backlogC}}
+	for i := range samples {
 		for si, st := range states {
 			for c := range 4 {
 				var admitted bool
 				key := hotKey
 				if c%2 == 1 {
-					key = fmt.Sprintf("fresh-%d-%d-%d", si, c, i)
+					key = fmt.Sprintf("fresh-%s-%d-%d-%d", tag, si, c, i)
 				}
 				t0 := time.Now()
 				if c < 2 {
@@ -404,7 +421,7 @@ func (b *bench) sample(ctx context.Context) (empty, backlog latencies, err error
 					res, err = st.c.Enqueue(ctx, compat.Job{Class: hotClass, Value: limitJob(key, limit)})
 					admitted = res.Inserted()
 				} else {
-					admitted, err = b.naiveEnqueue(ctx, st.l, hotClass, key, limit)
+					admitted, err = naiveEnqueue(ctx, pool, st.l, hotClass, key, limit)
 				}
 				d := time.Since(t0)
 				if err != nil {
@@ -443,13 +460,33 @@ func (b *bench) latency(ctx context.Context, r *Result) error {
 	if _, err := b.pool.Exec(ctx, fill, hotClass, hotKey); err != nil {
 		return err
 	}
+	// Statistics taken before the burst: both pairs hold a history of
+	// other classes when they are analyzed, and the backlog comes after.
+	for _, l := range []layout.Resolved{b.l, b.empty} {
+		for _, t := range []string{l.RequestsTable, l.ProcessesTable} {
+			extra, extraVals := "", ""
+			if t == l.ProcessesTable {
+				extra, extraVals = ", job_request_uuid", ", gen_random_uuid()"
+			}
+			if _, err := b.pool.Exec(ctx, "ALTER TABLE "+l.Table(t)+" SET (autovacuum_enabled = false)"); err != nil {
+				return err
+			}
+			if _, err := b.pool.Exec(ctx, "INSERT INTO "+l.Table(t)+" (job_class, concurrency_key, created_at, uuid, source"+extra+
+				") SELECT 'bench.Old' || (i % 50), 'k-' || i, now(), gen_random_uuid(), 'bench'"+extraVals+" FROM generate_series(1, 2000) AS i"); err != nil {
+				return err
+			}
+			if _, err := b.pool.Exec(ctx, "ANALYZE "+l.Table(t)); err != nil {
+				return err
+			}
+		}
+	}
 	rows := b.o.BacklogRows
 	reqRows, procRows := rows-rows/10, rows/10
 	fmt.Fprintf(b.o.Progress, "loading %d active rows of %s, %d of them in group %s::%s ...\n", rows, hotClass, rows/10, hotClass, hotKey)
 	load := func(tbl string, n int, extra, extraVals string) error {
 		_, err := b.pool.Exec(ctx, "INSERT INTO "+b.l.Table(tbl)+" (job_class, concurrency_key, created_at, uuid, source"+extra+
 			") SELECT $1, CASE WHEN i % 10 = 0 THEN $2 ELSE 'k-' || (i % 90000) END, now(), gen_random_uuid(), 'bench'"+extraVals+
-			" FROM generate_series(1, $3::integer) AS i", hotClass, hotKey, n)
+			" FROM generate_series(1, $3::integer) AS i ORDER BY i % 10 = 0, i", hotClass, hotKey, n)
 		return err
 	}
 	if err := load(b.l.RequestsTable, reqRows, "", ""); err != nil {
@@ -458,6 +495,19 @@ func (b *bench) latency(ctx context.Context, r *Result) error {
 	if err := load(b.l.ProcessesTable, procRows, ", job_request_uuid", ", gen_random_uuid()"); err != nil {
 		return err
 	}
+	_, _ = b.pool.Exec(ctx, "CHECKPOINT")
+	if err := b.pool.QueryRow(ctx, "SELECT (SELECT count(*) FROM "+b.l.Table(b.l.RequestsTable)+" WHERE job_class = $1 AND concurrency_key = $2) + (SELECT count(*) FROM "+
+		b.l.Table(b.l.ProcessesTable)+" WHERE job_class = $1 AND concurrency_key = $2)", hotClass, hotKey).Scan(&r.BacklogGroupRows); err != nil {
+		return err
+	}
+	r.BacklogRows = rows
+	modeSamples := max(b.o.Samples/4, 1)
+	stale, err := b.modeRatio(ctx, "stale", pgx.QueryExecModeCacheStatement, false, modeSamples)
+	if err != nil {
+		return fmt.Errorf("stale statistics: %w", err)
+	}
+	r.Stale = stale
+	fmt.Fprintf(b.o.Progress, "stale statistics: backlog latency ratio %.2f, naive %.2f (medians of %d)\n", stale.BacklogLatencyRatio, stale.NaiveBacklogLatencyRatio, modeSamples)
 	for _, t := range []string{b.l.Table(b.l.RequestsTable), b.l.Table(b.l.ProcessesTable), b.empty.Table(b.empty.RequestsTable), b.empty.Table(b.empty.ProcessesTable)} {
 		if _, err := b.pool.Exec(ctx, "VACUUM ANALYZE "+t); err != nil {
 			return err
@@ -467,12 +517,7 @@ func (b *bench) latency(ctx context.Context, r *Result) error {
 	// superuser (or pg_checkpoint); without one the interleaved samples
 	// share the checkpoint's noise alike.
 	_, _ = b.pool.Exec(ctx, "CHECKPOINT")
-	if err := b.pool.QueryRow(ctx, "SELECT (SELECT count(*) FROM "+b.l.Table(b.l.RequestsTable)+" WHERE job_class = $1 AND concurrency_key = $2) + (SELECT count(*) FROM "+
-		b.l.Table(b.l.ProcessesTable)+" WHERE job_class = $1 AND concurrency_key = $2)", hotClass, hotKey).Scan(&r.BacklogGroupRows); err != nil {
-		return err
-	}
-	r.BacklogRows = rows
-	empty, backlog, err := b.sample(ctx)
+	empty, backlog, err := b.sample(ctx, "default", b.pool, b.emptyC, b.c, b.o.Samples)
 	if err != nil {
 		return err
 	}
@@ -480,6 +525,14 @@ func (b *bench) latency(ctx context.Context, r *Result) error {
 		empty.checkBlocked, empty.checkAdmitted, empty.naiveBlocked, empty.naiveAdmitted, b.o.Samples)
 	fmt.Fprintf(b.o.Progress, "backlog:     check %.0fus blocked / %.0fus admitted; naive %.0fus / %.0fus (medians of %d, interleaved with the above)\n",
 		backlog.checkBlocked, backlog.checkAdmitted, backlog.naiveBlocked, backlog.naiveAdmitted, b.o.Samples)
+	for _, m := range execModes {
+		mr, err := b.modeRatio(ctx, m.name, m.mode, m.sql, modeSamples)
+		if err != nil {
+			return fmt.Errorf("mode %s: %w", m.name, err)
+		}
+		r.ByMode = append(r.ByMode, mr)
+		fmt.Fprintf(b.o.Progress, "mode %-16s backlog latency ratio %.2f, naive %.2f (medians of %d, fresh connections)\n", m.name, mr.BacklogLatencyRatio, mr.NaiveBacklogLatencyRatio, modeSamples)
+	}
 
 	r.CheckBlockedEmptyMicros, r.CheckBlockedBacklogMicros = empty.checkBlocked, backlog.checkBlocked
 	r.CheckAdmittedEmptyMicros, r.CheckAdmittedBacklogMicros = empty.checkAdmitted, backlog.checkAdmitted
@@ -488,4 +541,54 @@ func (b *bench) latency(ctx context.Context, r *Result) error {
 	r.BacklogLatencyRatio = max(backlog.checkBlocked/empty.checkBlocked, backlog.checkAdmitted/empty.checkAdmitted)
 	r.NaiveBacklogLatencyRatio = max(backlog.naiveBlocked/empty.naiveBlocked, backlog.naiveAdmitted/empty.naiveAdmitted)
 	return nil
+}
+
+// execModes are the driver configurations the backlog ratio is reported
+// for: pgx's execution modes, and database/sql (pgx's stdlib).
+var execModes = []struct {
+	name string
+	mode pgx.QueryExecMode
+	sql  bool
+}{
+	{"cache_statement", pgx.QueryExecModeCacheStatement, false},
+	{"cache_describe", pgx.QueryExecModeCacheDescribe, false},
+	{"describe_exec", pgx.QueryExecModeDescribeExec, false},
+	{"exec", pgx.QueryExecModeExec, false},
+	{"simple_protocol", pgx.QueryExecModeSimpleProtocol, false},
+	{"database/sql", pgx.QueryExecModeCacheStatement, true},
+}
+
+// modeRatio samples both table states through fresh connections in one
+// execution mode (the naive check through a pgx pool in the same mode).
+func (b *bench) modeRatio(ctx context.Context, tag string, mode pgx.QueryExecMode, viaSQL bool, samples int) (ModeRatio, error) {
+	cfg := b.pool.Config()
+	cfg.ConnConfig.DefaultQueryExecMode = mode
+	cfg.MaxConns = 2
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return ModeRatio{}, err
+	}
+	defer pool.Close()
+	var db compat.DB = compat.Pgx(pool)
+	if viaSQL {
+		sdb := stdlib.OpenDB(*cfg.ConnConfig)
+		sdb.SetMaxOpenConns(2)
+		defer sdb.Close()
+		db = compat.SQL(sdb)
+	}
+	emptyC, err := compat.NewClient(db, b.empty.Layout)
+	if err != nil {
+		return ModeRatio{}, err
+	}
+	backlogC, err := compat.NewClient(db, b.l.Layout)
+	if err != nil {
+		return ModeRatio{}, err
+	}
+	empty, backlog, err := b.sample(ctx, tag, pool, emptyC, backlogC, samples)
+	if err != nil {
+		return ModeRatio{}, err
+	}
+	return ModeRatio{Mode: tag,
+		BacklogLatencyRatio:      max(backlog.checkBlocked/empty.checkBlocked, backlog.checkAdmitted/empty.checkAdmitted),
+		NaiveBacklogLatencyRatio: max(backlog.naiveBlocked/empty.naiveBlocked, backlog.naiveAdmitted/empty.naiveAdmitted)}, nil
 }

@@ -25,7 +25,16 @@ func TestRunIsExactAndLeavesNothingBehind(t *testing.T) {
 	if r.BacklogGroupRows != 200 || r.ThroughputAdmittedJobs != 400 {
 		t.Fatalf("backlog group %d rows, throughput admitted %d", r.BacklogGroupRows, r.ThroughputAdmittedJobs)
 	}
-	for name, v := range map[string]float64{"backlog": r.BacklogLatencyRatio, "naive": r.NaiveBacklogLatencyRatio, "throughput": r.ThroughputRatioVsInsert} {
+	ratios := map[string]float64{"backlog": r.BacklogLatencyRatio, "naive": r.NaiveBacklogLatencyRatio, "throughput": r.ThroughputRatioVsInsert,
+		"stale": r.Stale.BacklogLatencyRatio, "stale naive": r.Stale.NaiveBacklogLatencyRatio}
+	for _, m := range r.ByMode {
+		ratios[m.Mode] = m.BacklogLatencyRatio
+		ratios[m.Mode+" naive"] = m.NaiveBacklogLatencyRatio
+	}
+	if len(r.ByMode) != 6 {
+		t.Errorf("%d execution modes measured, want 6", len(r.ByMode))
+	}
+	for name, v := range ratios {
 		if !(v > 0) {
 			t.Errorf("%s ratio %v not measured", name, v)
 		}
