@@ -34,10 +34,14 @@ var boundedCollations = []struct {
 	opts []testdb.Option
 	// column, when set, is the key column's own COLLATE clause.
 	column string
+	// create, when set, creates the column's collation first.
+	create string
 }{
 	{name: "C"},
 	{name: "ICU-database", opts: []testdb.Option{testdb.ICU("en-US")}},
+	{name: "libc-en_US-database", opts: []testdb.Option{testdb.Libc("en_US.UTF-8")}},
 	{name: "ICU-column", column: `"en-US-x-icu"`},
+	{name: "libc-en_US-column", column: `"en_US_libc"`, create: `CREATE COLLATION "en_US_libc" (provider = libc, locale = 'en_US.UTF-8')`},
 }
 
 // execModes are pgx's execution modes; "database/sql" is pgx's stdlib.
@@ -233,6 +237,11 @@ func TestAdmissionIsBoundedInEveryConfiguration(t *testing.T) {
 				t.Fatal(err)
 			}
 			admin := testdb.Connect(t, url)
+			if coll.create != "" {
+				if _, err := admin.Exec(ctx, coll.create); err != nil {
+					t.Fatalf("%v; the server must see the OS locale en_US.UTF-8 (Debian: locales, locale-gen; .ci/run installs it)", err)
+				}
+			}
 			if coll.column != "" {
 				for _, tbl := range []string{"plainjobs_jobrequest", "plainjobs_jobprocess", "plainjobs_jobresult"} {
 					if _, err := admin.Exec(ctx, `ALTER TABLE `+tbl+` ALTER COLUMN unique_key TYPE varchar(255) COLLATE `+coll.column); err != nil {
@@ -359,6 +368,11 @@ func TestNoOverlapIsExactInEveryCollation(t *testing.T) {
 				t.Fatal(err)
 			}
 			admin := testdb.Connect(t, url)
+			if coll.create != "" {
+				if _, err := admin.Exec(ctx, coll.create); err != nil {
+					t.Fatalf("%v; the server must see the OS locale en_US.UTF-8 (Debian: locales, locale-gen; .ci/run installs it)", err)
+				}
+			}
 			if coll.column != "" {
 				for _, tbl := range []string{"plainjobs_jobrequest", "plainjobs_jobprocess", "plainjobs_jobresult"} {
 					if _, err := admin.Exec(ctx, `ALTER TABLE `+tbl+` ALTER COLUMN unique_key TYPE varchar(255) COLLATE `+coll.column); err != nil {
