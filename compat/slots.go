@@ -211,8 +211,8 @@ func (s *Slots) acquireSQL() string {
 	return `WITH lim AS (
     SELECT COALESCE((SELECT concurrency_limit FROM ` + limits + ` WHERE group_name = $1), $2::integer) AS n
 ), free AS (
-    SELECT s.slot FROM ` + slots + ` s, lim
-    WHERE s.group_name = $1 AND s.slot < lim.n
+    SELECT s.slot FROM ` + slots + ` s
+    WHERE s.group_name = $1 AND s.slot >= 0 AND s.slot < (SELECT n FROM lim)
       AND (s.expires_at IS NULL OR s.expires_at <= clock_timestamp())
     ORDER BY s.slot LIMIT 1
     FOR UPDATE OF s SKIP LOCKED
@@ -226,7 +226,7 @@ func (s *Slots) acquireSQL() string {
     SELECT $1, g.slot, $3, $4, $2::integer, clock_timestamp(), clock_timestamp() + $5::bigint * interval '1 microsecond'
     FROM lim, generate_series(0, lim.n - 1) AS g(slot)
     WHERE NOT EXISTS (SELECT FROM taken)
-      AND NOT EXISTS (SELECT FROM ` + slots + ` s WHERE s.group_name = $1 AND s.slot = g.slot)
+      AND (SELECT 1 FROM ` + slots + ` s WHERE s.group_name = $1 AND s.slot = g.slot LIMIT 1) IS NULL
     ORDER BY g.slot LIMIT 1
     ON CONFLICT (group_name, slot) DO NOTHING
     RETURNING slot, token, acquired_at, expires_at
@@ -239,7 +239,7 @@ func (s *Slots) acquireSQL() string {
 SELECT won.slot, won.token, won.acquired_at, won.expires_at, lim.n, (SELECT min(first_at) FROM waited),
     CASE WHEN won.slot IS NULL THEN EXISTS (
         SELECT FROM generate_series(0, lim.n - 1) AS g(slot)
-        WHERE NOT EXISTS (SELECT FROM ` + slots + ` s WHERE s.group_name = $1 AND s.slot = g.slot)
+        WHERE (SELECT 1 FROM ` + slots + ` s WHERE s.group_name = $1 AND s.slot = g.slot LIMIT 1) IS NULL
     ) END
 FROM lim LEFT JOIN won ON true`
 }

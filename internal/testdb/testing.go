@@ -64,6 +64,7 @@ type options struct {
 	templateKey string
 	setup       func(ctx context.Context, url string) error
 	icuLocale   string
+	libcLocale  string
 }
 
 // ICU makes New create the database with the ICU provider and the given
@@ -73,6 +74,16 @@ type options struct {
 // FromTemplate.
 func ICU(locale string) Option {
 	return func(o *options) { o.icuLocale = locale }
+}
+
+// Libc makes New create the database with the libc provider and the given
+// operating-system locale (for example "en_US.UTF-8") as its default
+// collation, copied from template0: a non-C libc database, in which text does
+// not sort bytewise. The server must see the locale: install it (Debian: the
+// locales package, the locale in /etc/locale.gen, locale-gen; .ci/run does)
+// before the server starts. It cannot be combined with FromTemplate or ICU.
+func Libc(locale string) Option {
+	return func(o *options) { o.libcLocale = locale }
 }
 
 // FromTemplate makes New copy a template database built once by setup (per
@@ -110,8 +121,17 @@ func New(t TB, opts ...Option) string {
 		}
 		clause = " LOCALE_PROVIDER icu ICU_LOCALE " + layout.Literal(o.icuLocale)
 	}
+	if o.libcLocale != "" {
+		if template != "" || clause != "" {
+			t.Fatalf("testdb: Libc cannot be combined with FromTemplate or ICU: a libc database is copied from template0")
+		}
+		clause = " LOCALE_PROVIDER libc LOCALE " + layout.Literal(o.libcLocale)
+	}
 	name, err := srv.createDatabase(ctx, t.Name(), template, clause)
 	if err != nil {
+		if o.libcLocale != "" {
+			t.Fatalf("%v; the server must see the OS locale %q: install it (Debian: apt-get install locales, add it to /etc/locale.gen, run locale-gen) and restart the server", err, o.libcLocale)
+		}
 		t.Fatalf("%v", err)
 	}
 	t.Cleanup(func() {
