@@ -28,15 +28,43 @@ import (
 // the server's own: auto_explain logs each executed statement's EXPLAIN
 // (ANALYZE, BUFFERS) and sends it to the client as a notice.
 
-// boundedCollations are the key-column orderings the matrix runs in.
-var boundedCollations = []struct {
+// boundedCollation is a key-column ordering the matrix runs in.
+type boundedCollation struct {
 	name string
 	opts []testdb.Option
 	// column, when set, is the key column's own COLLATE clause.
 	column string
 	// create, when set, creates the column's collation first.
 	create string
-}{
+}
+
+// legacyQueue returns a fresh database in the collation holding plain-jobs'
+// legacy tables, and an admin connection to it.
+func (coll boundedCollation) legacyQueue(t *testing.T) (string, *pgx.Conn) {
+	t.Helper()
+	ctx := t.Context()
+	url := testdb.New(t, coll.opts...)
+	if err := legacy.PlainJobs.LoadURL(ctx, url, 0); err != nil {
+		t.Fatal(err)
+	}
+	admin := testdb.Connect(t, url)
+	if coll.create != "" {
+		if _, err := admin.Exec(ctx, coll.create); err != nil {
+			t.Fatalf("%v; the server must see the OS locale en_US.UTF-8 (Debian: locales, locale-gen; .ci/run installs it)", err)
+		}
+	}
+	if coll.column != "" {
+		for _, tbl := range []string{"plainjobs_jobrequest", "plainjobs_jobprocess", "plainjobs_jobresult"} {
+			if _, err := admin.Exec(ctx, `ALTER TABLE `+tbl+` ALTER COLUMN unique_key TYPE varchar(255) COLLATE `+coll.column); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return url, admin
+}
+
+// boundedCollations are the key-column orderings the matrix runs in.
+var boundedCollations = []boundedCollation{
 	{name: "C"},
 	{name: "ICU-database", opts: []testdb.Option{testdb.ICU("en-US")}},
 	{name: "libc-en_US-database", opts: []testdb.Option{testdb.Libc("en_US.UTF-8")}},
@@ -232,23 +260,7 @@ func TestAdmissionIsBoundedInEveryConfiguration(t *testing.T) {
 	for _, coll := range boundedCollations {
 		t.Run(coll.name, func(t *testing.T) {
 			ctx := t.Context()
-			url := testdb.New(t, coll.opts...)
-			if err := legacy.PlainJobs.LoadURL(ctx, url, 0); err != nil {
-				t.Fatal(err)
-			}
-			admin := testdb.Connect(t, url)
-			if coll.create != "" {
-				if _, err := admin.Exec(ctx, coll.create); err != nil {
-					t.Fatalf("%v; the server must see the OS locale en_US.UTF-8 (Debian: locales, locale-gen; .ci/run installs it)", err)
-				}
-			}
-			if coll.column != "" {
-				for _, tbl := range []string{"plainjobs_jobrequest", "plainjobs_jobprocess", "plainjobs_jobresult"} {
-					if _, err := admin.Exec(ctx, `ALTER TABLE `+tbl+` ALTER COLUMN unique_key TYPE varchar(255) COLLATE `+coll.column); err != nil {
-						t.Fatal(err)
-					}
-				}
-			}
+			url, admin := coll.legacyQueue(t)
 			boundedHistory(ctx, t, admin)
 			migrate(t, url, legacy.PlainJobs.Layout) // ends with ANALYZE
 			boundedBacklog(ctx, t, admin)
@@ -363,23 +375,7 @@ func TestNoOverlapIsExactInEveryCollation(t *testing.T) {
 	for _, coll := range boundedCollations {
 		t.Run(coll.name, func(t *testing.T) {
 			ctx := t.Context()
-			url := testdb.New(t, coll.opts...)
-			if err := legacy.PlainJobs.LoadURL(ctx, url, 0); err != nil {
-				t.Fatal(err)
-			}
-			admin := testdb.Connect(t, url)
-			if coll.create != "" {
-				if _, err := admin.Exec(ctx, coll.create); err != nil {
-					t.Fatalf("%v; the server must see the OS locale en_US.UTF-8 (Debian: locales, locale-gen; .ci/run installs it)", err)
-				}
-			}
-			if coll.column != "" {
-				for _, tbl := range []string{"plainjobs_jobrequest", "plainjobs_jobprocess", "plainjobs_jobresult"} {
-					if _, err := admin.Exec(ctx, `ALTER TABLE `+tbl+` ALTER COLUMN unique_key TYPE varchar(255) COLLATE `+coll.column); err != nil {
-						t.Fatal(err)
-					}
-				}
-			}
+			url, _ := coll.legacyQueue(t)
 			migrate(t, url, legacy.PlainJobs.Layout)
 			pool, err := pgxpool.New(ctx, url)
 			if err != nil {
