@@ -61,11 +61,13 @@ func (a *sqlArgs) add(v any) string {
 	return "$" + strconv.Itoa(len(*a))
 }
 
-// query is one statement of a batch; scan reads its single row (nil: none).
+// query is one statement of a batch; scan reads its single row, rows its
+// rows (both nil: none).
 type query struct {
 	sql  string
 	args []any
 	scan func(Row) error
+	rows func(Rows) error
 }
 
 // admission is one job on its way in, validated.
@@ -460,14 +462,7 @@ type skipMetadata struct {
 
 // skipRecordQuery renders the statement that writes a skip record.
 func (s *schema) skipRecordQuery(adm *admission, sk *Skip, at time.Time, out *int64) (query, error) {
-	ids := make([]int64, len(sk.Holders))
-	for i, h := range sk.Holders {
-		ids[i] = h.ID
-	}
-	meta, err := json.Marshal(skipMetadata{
-		Reason: "concurrency_limit", Group: sk.Group, Limit: sk.Limit, Active: sk.Active,
-		ConflictingJobIDs: ids, ConflictingJobs: sk.Holders, SkippedAt: at.UTC(),
-	})
+	meta, err := skipMetadataJSON(sk, at)
 	if err != nil {
 		return query{}, err
 	}
@@ -492,6 +487,18 @@ func (s *schema) skipRecordQuery(adm *admission, sk *Skip, at time.Time, out *in
 	add(layout.SkipMetadataColumn, a.add(string(meta))+"::jsonb")
 	sql := "INSERT INTO " + s.l.Table(t.name) + " (" + strings.Join(cols, ", ") + ") VALUES (" + strings.Join(vals, ", ") + ") RETURNING " + layout.Ident(s.idColumn())
 	return query{sql: sql, args: a, scan: func(r Row) error { return r.Scan(out) }}, nil
+}
+
+// skipMetadataJSON is sk's skip metadata as JSON.
+func skipMetadataJSON(sk *Skip, at time.Time) ([]byte, error) {
+	ids := make([]int64, len(sk.Holders))
+	for i, h := range sk.Holders {
+		ids[i] = h.ID
+	}
+	return json.Marshal(skipMetadata{
+		Reason: "concurrency_limit", Group: sk.Group, Limit: sk.Limit, Active: sk.Active,
+		ConflictingJobIDs: ids, ConflictingJobs: sk.Holders, SkippedAt: at.UTC(),
+	})
 }
 
 // parseHolders reads "table:id,table:id".

@@ -351,6 +351,9 @@ func (c *Client) enqueue(ctx context.Context, db DB, jobs []Job, sc trace.SpanCo
 // admit runs the admission protocol for adms through db and writes the skip
 // records the blocked ones want.
 func (c *Client) admit(ctx context.Context, db DB, s *schema, adms []*admission) ([]Result, error) {
+	if len(adms) >= batchMinJobs {
+		return c.admitBatch(ctx, db, s, adms)
+	}
 	plans := planLocks(adms)
 	qs := make([]query, 0, len(plans)+len(adms)+1)
 	inTx := db.InTx()
@@ -368,15 +371,7 @@ func (c *Client) admit(ctx context.Context, db DB, s *schema, adms []*admission)
 	if inTx {
 		qs = append(qs, restoreQuery())
 	}
-	err := c.run(ctx, db, qs)
-	if isIsolationError(err) && !inTx && !c.explicitTx.Load() {
-		// Our own transaction runs at the session's default isolation,
-		// which is above READ COMMITTED here: from now on begin it
-		// explicitly at READ COMMITTED.
-		c.explicitTx.Store(true)
-		err = c.run(ctx, db, qs)
-	}
-	if err != nil {
+	if err := c.runAdmission(ctx, db, qs); err != nil {
 		return nil, c.admitError(adms, err)
 	}
 	res := make([]Result, len(adms))
@@ -414,6 +409,22 @@ func (c *Client) admit(ctx context.Context, db DB, s *schema, adms []*admission)
 		}
 	}
 	return res, nil
+}
+
+// runAdmission runs an admission's statements as one transaction, beginning
+// it explicitly at READ COMMITTED from then on when the session's default
+// isolation proves to be above it.
+func (c *Client) runAdmission(ctx context.Context, db DB, qs []query) error {
+	inTx := db.InTx()
+	err := c.run(ctx, db, qs)
+	if isIsolationError(err) && !inTx && !c.explicitTx.Load() {
+		// Our own transaction runs at the session's default isolation,
+		// which is above READ COMMITTED here: from now on begin it
+		// explicitly at READ COMMITTED.
+		c.explicitTx.Store(true)
+		err = c.run(ctx, db, qs)
+	}
+	return err
 }
 
 // admitError wraps an admission's failure, with the sentinel a caller
@@ -467,6 +478,21 @@ func runEach(ctx context.Context, db Executor, qs []query) error {
 	for _, q := range qs {
 		if q.scan != nil {
 			if err := q.scan(db.QueryRow(ctx, q.sql, q.args...)); err != nil {
+				return err
+			}
+			continue
+		}
+		if q.rows != nil {
+			rows, err := db.Query(ctx, q.sql, q.args...)
+			if err != nil {
+				return err
+			}
+			err = q.rows(rows)
+			rows.Close()
+			if err == nil {
+				err = rows.Err()
+			}
+			if err != nil {
 				return err
 			}
 			continue

@@ -289,6 +289,21 @@ func (d pgxDB) sendBatch(ctx context.Context, qs []query) (err error) {
 			}
 			continue
 		}
+		if q.rows != nil {
+			rows, err := br.Query()
+			if err != nil {
+				return err
+			}
+			err = q.rows(rows)
+			rows.Close()
+			if err == nil {
+				err = rows.Err()
+			}
+			if err != nil {
+				return err
+			}
+			continue
+		}
 		if _, err := br.Exec(); err != nil {
 			return err
 		}
