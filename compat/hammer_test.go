@@ -24,8 +24,9 @@ type hammerGroup struct {
 // connection, enqueue thousands of jobs into keyed groups with limits 0, 1,
 // 3 and 10 and into classes with class-wide limits (one mixed with keyed
 // jobs), and into groups whose limit only an override in concurrency_limits
-// sets (keyed and class-wide), singly, in batches and in their own
-// transactions, while a worker
+// sets (keyed and class-wide), singly, in batches (mixed ones of up to
+// eight jobs, and repeats of one group) and in their own transactions,
+// while a worker
 // moves and finishes jobs. After every admission an observer connection
 // checks every group against its limit; at the end the rows agree with what
 // was admitted and finished.
@@ -112,6 +113,10 @@ func hammer(t *testing.T, groups []hammerGroup, overrides map[[2]string]int) {
 			t.Fatal(err)
 		}
 	}
+	// A failed check ends the test while workers run: the test's context
+	// is cancelled first, then this waits for them before the cleanups
+	// above close their connections.
+	t.Cleanup(wg.Wait)
 	for w, c := range clients {
 		conn := conns[w]
 		wg.Add(1)
@@ -120,12 +125,19 @@ func hammer(t *testing.T, groups []hammerGroup, overrides map[[2]string]int) {
 			rng := rand.New(rand.NewPCG(uint64(w), 7))
 			for i := range attempts {
 				n := 1
-				if i%4 == 0 {
-					n = 2 // a batch
+				switch i % 4 {
+				case 0:
+					n = 2 + rng.IntN(7) // a mixed batch, overlapping other workers' batches
+				case 2:
+					n = 2 + rng.IntN(3) // a batch that repeats one group (the fan-out shape)
 				}
 				jobs := make([]Job, n)
+				fanOut := groups[rng.IntN(len(groups))]
 				for j := range jobs {
 					g := groups[rng.IntN(len(groups))]
+					if i%4 == 2 {
+						g = fanOut
+					}
 					jobs[j] = Job{Class: g.class, Value: g.value, Args: map[string]int{"worker": w, "attempt": i}}
 				}
 				var res []Result
