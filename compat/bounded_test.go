@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -361,6 +362,58 @@ func runBoundedCases(t *testing.T, url, run, modeName string, mode pgx.QueryExec
 				if s.node != "Index Scan" || s.rows > float64(bc.limit) || s.blocks > maxBlocks {
 					t.Errorf("%s #%d: %s on %s using %q read %v rows and %v blocks; want an Index Scan of at most %d rows and %v blocks",
 						bc.name, i, s.node, s.table, s.index, s.rows, s.blocks, bc.limit, maxBlocks)
+				}
+			}
+		}
+	}
+	runBoundedBatches(t, c, &ex, run, tables, indexes)
+}
+
+// runBoundedBatches checks the batch statements the way runBoundedCases
+// checks single ones: each case as a batch of three (its group repeated, or
+// three fresh groups: the fold by rank) and all the cases in one batch (the
+// count kinds gated per job, a class-wide count after keyed jobs of its
+// class: the fold by predecessors), seven times each on the same
+// connection. A scan node runs once per job of its kind, so it may read
+// what each of those jobs may read, and no more.
+func runBoundedBatches(t *testing.T, c *Client, ex *explained, run string, tables, indexes map[string]bool) {
+	t.Helper()
+	ctx := t.Context()
+	var batches [][]boundedCase
+	for _, bc := range boundedCases {
+		batches = append(batches, []boundedCase{bc, bc, bc})
+	}
+	batches = append(batches, boundedCases)
+	for bi, cases := range batches {
+		for i := range 7 {
+			jobs := make([]Job, len(cases))
+			rows, blocks := 0.0, 0.0
+			for j, bc := range cases {
+				jobs[j] = Job{Class: bc.class, Value: bc.value("b"+run+strconv.Itoa(bi), i*len(cases)+j)}
+				rows += float64(bc.limit)
+				blocks += float64(2*min(bc.limit, 100) + 8)
+			}
+			res, err := c.EnqueueMany(ctx, jobs)
+			if err != nil {
+				t.Fatalf("batch %d #%d: %v", bi, i, err)
+			}
+			for j, bc := range cases {
+				if res[j].Inserted() == bc.blocked {
+					t.Fatalf("batch %d #%d: %s: inserted %v, want blocked %v (%+v)", bi, i, bc.name, res[j].Inserted(), bc.blocked, res[j].Skipped)
+				}
+			}
+			plans, err := ex.take()
+			if err != nil {
+				t.Fatal(err)
+			}
+			scans := activeScans(plans, tables, indexes)
+			if len(scans) < len(tables) {
+				t.Fatalf("batch %d #%d: %d scans of the active tables in %d plans; auto_explain did not report the count", bi, i, len(scans), len(plans))
+			}
+			for _, s := range scans {
+				if s.node != "Index Scan" || s.rows > rows || s.blocks > blocks {
+					t.Errorf("batch %d #%d: %s on %s using %q read %v rows and %v blocks; want an Index Scan of at most %v rows and %v blocks",
+						bi, i, s.node, s.table, s.index, s.rows, s.blocks, rows, blocks)
 				}
 			}
 		}
