@@ -16,7 +16,7 @@ import (
 
 // TestExactThroughPgBouncer: 32 clients, each on its own connection through
 // a real PgBouncer in transaction pool mode, enqueue into keyed groups with
-// limits 1 and 3 and a class-wide limit 5, in the pgx modes that work behind
+// limits 1 and 3 and a class-wide limit 5, singly and in batches, in the pgx modes that work behind
 // a transaction pooler (exec, simple protocol) and through database/sql; no
 // group ever ends above its limit, and each ends exactly at it.
 func TestExactThroughPgBouncer(t *testing.T) {
@@ -85,13 +85,19 @@ func TestExactThroughPgBouncer(t *testing.T) {
 						default:
 							v = Limit("", 5) // class-wide: every job of the class
 						}
-						res, err := c.Enqueue(ctx, Job{Class: class, Value: v})
+						jobs := []Job{{Class: class, Value: v}}
+						if i%4 == 3 { // a batch of every group, behind the pooler too
+							jobs = []Job{{Class: class, Value: Limit("three", 3)}, {Class: class, Value: Limit("one", 1)}, {Class: class, Value: Limit("", 5)}, {Class: class, Value: Limit("three", 3)}}
+						}
+						res, err := c.EnqueueMany(ctx, jobs)
 						if err != nil {
 							errs <- fmt.Errorf("client %d: %w", w, err)
 							return
 						}
-						if res.Inserted() {
-							admitted.Add(1)
+						for _, r := range res {
+							if r.Inserted() {
+								admitted.Add(1)
+							}
 						}
 					}
 				}()
