@@ -49,6 +49,22 @@ import (
 // guardedSettings are the planner settings the guard turns off.
 var guardedSettings = []string{"enable_seqscan", "enable_bitmapscan", "enable_sort", "enable_incremental_sort"}
 
+// Plans kept. A statement the driver prepares (pgx's default mode, and
+// cache_describe) is planned for its parameters on each of its first five
+// executions on a connection, and after that for as long as the planner
+// estimates the generic plan dearer than the custom ones, which it does for
+// the batch statement on every call (its arrays hide the row counts). The
+// guard sets plan_cache_mode to force_generic_plan for the transaction, so a
+// prepared admission statement is planned once per connection; its generic
+// plan is bounded for the same reason as any other (above), which the
+// bounded-cost matrix asserts. Unprepared statements (exec, simple
+// protocol, most database/sql drivers) are planned on every call either
+// way.
+const (
+	planCacheSetting = "plan_cache_mode"
+	planCacheMode    = "force_generic_plan"
+)
+
 const (
 	// savedSetting keeps a caller's settings while the guard holds them.
 	savedSetting = "migrate_unique.saved_settings"
@@ -83,19 +99,17 @@ func guardExprs(lockWait time.Duration, save bool) string {
 		for _, name := range guardedSettings {
 			b.WriteString(", current_setting('" + name + "')")
 		}
-		b.WriteString(", current_setting('lock_timeout')), true), ")
+		b.WriteString(", current_setting('lock_timeout'), current_setting('" + planCacheSetting + "')), true), ")
 	}
 	b.WriteString("CASE WHEN current_setting('transaction_isolation') <> 'read committed' THEN current_setting('" + isolationMarker + "') END, ")
 	if lockWait > 0 {
 		ms := max(lockWait.Milliseconds(), 1)
 		b.WriteString("set_config('lock_timeout', '" + strconv.FormatInt(ms, 10) + "ms', true), ")
 	}
-	for i, name := range guardedSettings {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString("set_config('" + name + "', 'off', true)")
+	for _, name := range guardedSettings {
+		b.WriteString("set_config('" + name + "', 'off', true), ")
 	}
+	b.WriteString("set_config('" + planCacheSetting + "', '" + planCacheMode + "', true)")
 	return b.String()
 }
 
@@ -117,7 +131,7 @@ func restoreQuery() query {
 var restoreText = func() string {
 	var b strings.Builder
 	b.WriteString("SELECT ")
-	for i, name := range append(append([]string(nil), guardedSettings...), "lock_timeout") {
+	for i, name := range append(append([]string(nil), guardedSettings...), "lock_timeout", planCacheSetting) {
 		if i > 0 {
 			b.WriteString(", ")
 		}

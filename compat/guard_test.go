@@ -56,10 +56,24 @@ func TestEnqueueTxAboveReadCommittedIsRefused(t *testing.T) {
 	if _, err := q.c.EnqueueTx(ctx, Pgx(tx), Job{Class: "iso.Job", Value: Limit("rc", 1)}); err != nil {
 		t.Fatal(err)
 	}
-	var seq, lt string
-	if err := tx.QueryRow(ctx, "SELECT current_setting('enable_seqscan'), current_setting('lock_timeout')").Scan(&seq, &lt); err != nil || seq != "on" || lt != "7s" {
-		t.Fatalf("after EnqueueTx: enable_seqscan %s, lock_timeout %s (%v); want the caller's on and 7s", seq, lt, err)
+	callerSettings := func(when string) {
+		t.Helper()
+		var seq, lt, pc string
+		if err := tx.QueryRow(ctx, "SELECT current_setting('enable_seqscan'), current_setting('lock_timeout'), current_setting('plan_cache_mode')").Scan(&seq, &lt, &pc); err != nil || seq != "on" || lt != "7s" || pc != "force_custom_plan" {
+			t.Fatalf("after %s: enable_seqscan %s, lock_timeout %s, plan_cache_mode %s (%v); want the caller's on, 7s and force_custom_plan", when, seq, lt, pc, err)
+		}
 	}
+	if _, err := tx.Exec(ctx, "SET LOCAL plan_cache_mode = force_custom_plan"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.c.EnqueueTx(ctx, Pgx(tx), Job{Class: "iso.Job", Value: Limit("rc2", 1)}); err != nil {
+		t.Fatal(err)
+	}
+	callerSettings("EnqueueTx")
+	if _, err := q.c.EnqueueManyTx(ctx, Pgx(tx), []Job{{Class: "iso.Job", Value: Limit("rc3", 1)}, {Class: "iso.Job", Value: Limit("rc3", 1)}}); err != nil {
+		t.Fatal(err)
+	}
+	callerSettings("EnqueueManyTx")
 }
 
 // TestOwnTransactionIsReadCommittedWhateverTheDefault: a database whose

@@ -20,7 +20,7 @@ const (
 	// the counting index's ordered scan as the only plan.
 	wantGuard = `SELECT CASE WHEN current_setting('transaction_isolation') <> 'read committed' THEN current_setting('migrate_unique.enqueue_needs_read_committed') END, ` +
 		`set_config('lock_timeout', '5000ms', true), set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true), ` +
-		`set_config('enable_sort', 'off', true), set_config('enable_incremental_sort', 'off', true), `
+		`set_config('enable_sort', 'off', true), set_config('enable_incremental_sort', 'off', true), set_config('plan_cache_mode', 'force_generic_plan', true), `
 	wantAdmit = `WITH c AS (
     SELECT min(l.n) AS lim, count(u.id) AS n, coalesce(string_agg(u.t || ':' || u.id::text, ','), '') AS holders
     FROM (SELECT coalesce((SELECT concurrency_limit FROM "public"."concurrency_limits" WHERE group_name = $1), $2::integer) AS n OFFSET 0) l
