@@ -43,6 +43,11 @@ type Options struct {
 	// throughput runs. Defaults 16, 1000 and 4000 (4 jobs per key, under the
 	// limit 5, so every job is admitted and both runs insert the same rows).
 	ThroughputClients, ThroughputKeys, ThroughputJobs int
+	// BatchSize and BatchJobs shape the batch throughput runs: BatchJobs
+	// jobs in batches of BatchSize (EnqueueMany, and one multi-row INSERT
+	// per batch), by ThroughputClients clients, each key four times in all
+	// and once per batch. Defaults 100 and 20,000.
+	BatchSize, BatchJobs int
 	// Progress receives one line per phase; nil prints nothing.
 	Progress io.Writer
 }
@@ -60,6 +65,8 @@ func (o Options) withDefaults() Options {
 	def(&o.ThroughputClients, 16)
 	def(&o.ThroughputKeys, 1000)
 	def(&o.ThroughputJobs, 4000)
+	def(&o.BatchSize, 100)
+	def(&o.BatchJobs, 20000)
 	if o.Progress == nil {
 		o.Progress = io.Discard
 	}
@@ -106,6 +113,17 @@ type Result struct {
 	InsertPerSecond        float64 `json:"insert_per_second"`
 	EnqueueCheckPerSecond  float64 `json:"enqueue_check_per_second"`
 	ThroughputAdmittedJobs int     `json:"throughput_admitted_jobs"`
+
+	// BatchRatioVsInsertMany is EnqueueMany throughput (jobs/s) over that of
+	// one multi-row INSERT per batch of the same rows: the median over
+	// adjacent pairs, as for ThroughputRatioVsInsert.
+	BatchRatioVsInsertMany float64 `json:"batch_ratio_vs_insert_many"`
+	BatchSize              int     `json:"batch_size"`
+	BatchJobs              int     `json:"batch_jobs"`
+	InsertManyPerSecond    float64 `json:"insert_many_jobs_per_second"`
+	EnqueueManyPerSecond   float64 `json:"enqueue_many_jobs_per_second"`
+	// BatchRatios are the pairs' ratios, in order.
+	BatchRatios []float64 `json:"batch_ratios"`
 
 	// ByMode is backlog_latency_ratio (and the naive check's) per pgx
 	// execution mode and database/sql, each on fresh connections of that
@@ -178,6 +196,9 @@ func Run(ctx context.Context, url string, o Options) (*Result, error) {
 	}
 	if err := b.throughput(ctx, r); err != nil {
 		return nil, fmt.Errorf("throughput run: %w", err)
+	}
+	if err := b.batchThroughput(ctx, r); err != nil {
+		return nil, fmt.Errorf("batch throughput run: %w", err)
 	}
 	if err := b.latency(ctx, r); err != nil {
 		return nil, fmt.Errorf("latency run: %w", err)
@@ -357,6 +378,102 @@ func (b *bench) throughput(ctx context.Context, r *Result) error {
 	r.ThroughputClients, r.ThroughputJobs, r.ThroughputRounds = b.o.ThroughputClients, b.o.ThroughputJobs, rounds
 	r.InsertPerSecond, r.EnqueueCheckPerSecond = median(inserts), median(checks)
 	r.ThroughputRatioVsInsert = median(ratios)
+	return b.truncate(ctx)
+}
+
+// batchThroughput compares EnqueueMany with one multi-row INSERT per batch
+// of the same rows, in adjacent pairs as throughput does.
+func (b *bench) batchThroughput(ctx context.Context, r *Result) error {
+	insertSQL := "INSERT INTO " + b.l.Table(b.l.RequestsTable) +
+		" (job_class, concurrency_key, parameters, priority, queue, retries, retry_attempt, start_at, created_at, uuid, source, trace_id, span_id)" +
+		" SELECT $1, k, p::jsonb, 0, 'default', 0, 0, NULL, now(), gen_random_uuid(), 'compat', NULL, NULL FROM unnest($2::text[], $3::text[]) AS u(k, p)"
+	const class = "bench.Batch"
+	size := b.o.BatchSize
+	batches := max(1, b.o.BatchJobs/size)
+	keys := max(1, batches*size/4)
+	key := func(i int) string { return fmt.Sprintf("key-%d", i%keys) }
+	run := func(one func(first int) (int, error)) (float64, int, error) {
+		if err := b.truncate(ctx); err != nil {
+			return 0, 0, err
+		}
+		var next, admitted atomic.Int64
+		var wg sync.WaitGroup
+		errc := make(chan error, b.o.ThroughputClients)
+		t0 := time.Now()
+		for range b.o.ThroughputClients {
+			wg.Go(func() {
+				for {
+					i := int(next.Add(1)) - 1
+					if i >= batches {
+						return
+					}
+					n, err := one(i * size)
+					if err != nil {
+						errc <- err
+						return
+					}
+					admitted.Add(int64(n))
+				}
+			})
+		}
+		wg.Wait()
+		elapsed := time.Since(t0)
+		close(errc)
+		if err := <-errc; err != nil {
+			return 0, 0, err
+		}
+		return float64(batches*size) / elapsed.Seconds(), int(admitted.Load()), nil
+	}
+	plain := func(first int) (int, error) {
+		ks, ps := make([]string, size), make([]string, size)
+		for j := range size {
+			ks[j], ps[j] = key(first+j), fmt.Sprintf(`{"n":%d}`, first+j)
+		}
+		_, err := b.pool.Exec(ctx, insertSQL, class, ks, ps)
+		return size, err
+	}
+	checked := func(first int) (int, error) {
+		jobs := make([]compat.Job, size)
+		for j := range jobs {
+			jobs[j] = compat.Job{Class: class, Value: limitJob(key(first+j), 5), Args: map[string]int{"n": first + j}}
+		}
+		res, err := b.c.EnqueueMany(ctx, jobs)
+		n := 0
+		for _, x := range res {
+			if x.Inserted() {
+				n++
+			}
+		}
+		return n, err
+	}
+	const rounds = 5
+	var inserts, checks []float64
+	r.BatchRatios = nil
+	for round := range rounds {
+		var ins, chk float64
+		var admitted int
+		var err error
+		if round%2 == 0 {
+			if ins, _, err = run(plain); err == nil {
+				chk, admitted, err = run(checked)
+			}
+		} else {
+			if chk, admitted, err = run(checked); err == nil {
+				ins, _, err = run(plain)
+			}
+		}
+		if err != nil {
+			return err
+		}
+		if admitted != batches*size {
+			return fmt.Errorf("EnqueueMany admitted %d of %d jobs, each of a group under its limit", admitted, batches*size)
+		}
+		r.BatchRatios, inserts, checks = append(r.BatchRatios, chk/ins), append(inserts, ins), append(checks, chk)
+		fmt.Fprintf(b.o.Progress, "batch throughput round %d: multi-row INSERT %.0f jobs/s, EnqueueMany %.0f jobs/s (batches of %d): ratio %.2f\n", round+1, ins, chk, size, chk/ins)
+	}
+	r.BatchSize, r.BatchJobs = size, batches*size
+	r.InsertManyPerSecond, r.EnqueueManyPerSecond = median(inserts), median(checks)
+	r.BatchRatioVsInsertMany = median(r.BatchRatios)
 	return b.truncate(ctx)
 }
 

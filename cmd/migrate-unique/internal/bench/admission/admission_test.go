@@ -15,7 +15,7 @@ func TestMain(m *testing.M) { os.Exit(testdb.Main(m)) }
 func TestRunIsExactAndLeavesNothingBehind(t *testing.T) {
 	testdb.Heavy(t)
 	url := testdb.New(t)
-	r, err := Run(t.Context(), url, Options{BacklogRows: 2000, Samples: 5, ContentionClients: 16, ThroughputJobs: 400})
+	r, err := Run(t.Context(), url, Options{BacklogRows: 2000, Samples: 5, ContentionClients: 16, ThroughputJobs: 400, BatchSize: 20, BatchJobs: 400})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,11 +25,14 @@ func TestRunIsExactAndLeavesNothingBehind(t *testing.T) {
 	if r.BacklogGroupRows != 200 || r.ThroughputAdmittedJobs != 400 {
 		t.Fatalf("backlog group %d rows, throughput admitted %d", r.BacklogGroupRows, r.ThroughputAdmittedJobs)
 	}
-	ratios := map[string]float64{"backlog": r.BacklogLatencyRatio, "naive": r.NaiveBacklogLatencyRatio, "throughput": r.ThroughputRatioVsInsert,
+	ratios := map[string]float64{"backlog": r.BacklogLatencyRatio, "naive": r.NaiveBacklogLatencyRatio, "throughput": r.ThroughputRatioVsInsert, "batch": r.BatchRatioVsInsertMany,
 		"stale": r.Stale.BacklogLatencyRatio, "stale naive": r.Stale.NaiveBacklogLatencyRatio}
 	for _, m := range r.ByMode {
 		ratios[m.Mode] = m.BacklogLatencyRatio
 		ratios[m.Mode+" naive"] = m.NaiveBacklogLatencyRatio
+	}
+	if r.BatchJobs != 400 || len(r.BatchRatios) != 5 {
+		t.Errorf("batch run: %d jobs, %d pairs; want 400 and 5", r.BatchJobs, len(r.BatchRatios))
 	}
 	if len(r.ByMode) != 6 {
 		t.Errorf("%d execution modes measured, want 6", len(r.ByMode))
