@@ -18,6 +18,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	neturl "net/url"
 	"os"
 	"os/signal"
 	"slices"
@@ -39,7 +40,7 @@ import (
 	"github.com/migrate-unique/migrate-unique/testdata/legacy"
 )
 
-const usage = `peers [--database URL] [--clients 8,32] [--rounds 5] [--case-duration 2s] [--batch 100] [--blocked-keys 100] [--cases REGEXP-FREE,LIST] [--json]
+const usage = `peers [--database URL] [--clients 8,32] [--rounds 5] [--case-duration 2s] [--batch 100] [--blocked-keys 100] [--cases NAME,...] [--json]
 
 Creates a scratch database (dropped afterwards) holding plain-jobs' tables,
 migrated by migrate-unique, and River's tables, migrated by rivermigrate;
@@ -140,13 +141,10 @@ func measure(ctx context.Context, o options, out io.Writer) error {
 	defer func() {
 		_, _ = admin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
 	}()
-	cfg, err := pgxpool.ParseConfig(o.url)
+	url, err := replaceDatabase(o.url, name)
 	if err != nil {
 		return err
 	}
-	cfg.ConnConfig.Database = name
-	url := cfg.ConnString()
-	url = replaceDatabase(o.url, name)
 	if err := legacy.PlainJobs.LoadURL(ctx, url, 0); err != nil {
 		return fmt.Errorf("load plain-jobs' tables: %w", err)
 	}
@@ -204,13 +202,14 @@ func measure(ctx context.Context, o options, out io.Writer) error {
 	return nil
 }
 
-// replaceDatabase returns url with its database name replaced.
-func replaceDatabase(url, name string) string {
-	cfg, err := pgx.ParseConfig(url)
-	if err != nil {
-		return url
+// replaceDatabase returns the URL with its database name replaced.
+func replaceDatabase(raw, name string) (string, error) {
+	u, err := neturl.Parse(raw)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		return "", fmt.Errorf("--database: want a postgres:// URL")
 	}
-	return fmt.Sprintf("postgres://%s@%s:%d/%s?sslmode=disable", cfg.User, cfg.Host, cfg.Port, name)
+	u.Path = "/" + name
+	return u.String(), nil
 }
 
 // A case is one way of enqueueing; op enqueues once (one job, or one batch)
