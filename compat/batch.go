@@ -392,7 +392,10 @@ func (s *schema) batchAdmitText(kinds int, ov, fold string) string {
 	col("hi", "text")
 	col("code", "integer")
 	override := "NULL::integer"
-	read := "(SELECT concurrency_limit FROM " + l.Table(layout.LimitsTable) + " WHERE group_name = j.ov)"
+	// Overrides are rare: when the table has none (one probe for the
+	// batch, an uncorrelated subquery evaluated once), no job looks its
+	// group up.
+	read := "CASE WHEN (SELECT EXISTS (SELECT FROM " + l.Table(layout.LimitsTable) + ")) THEN (SELECT concurrency_limit FROM " + l.Table(layout.LimitsTable) + " WHERE group_name = j.ov) END"
 	carried := "nullif(current_setting(j.ov), '')::integer"
 	switch ov {
 	case "both":

@@ -21,6 +21,7 @@ import (
 	neturl "net/url"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -40,7 +41,7 @@ import (
 	"github.com/migrate-unique/migrate-unique/testdata/legacy"
 )
 
-const usage = `peers [--database URL] [--clients 8,32] [--rounds 5] [--case-duration 2s] [--batch 100] [--blocked-keys 100] [--cases NAME,...] [--json]
+const usage = `peers [--database URL] [--clients 8,32] [--rounds 5] [--case-duration 2s] [--batch 100] [--blocked-keys 100] [--cases NAME,...] [--json] [--cpuprofile FILE]
 
 Creates a scratch database (dropped afterwards) holding plain-jobs' tables,
 migrated by migrate-unique, and River's tables, migrated by rivermigrate;
@@ -82,8 +83,20 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	blocked := fs.Int("blocked-keys", 100, "groups (River: unique args) kept full for the blocked cases")
 	only := fs.String("cases", "", "comma-separated case names to run (default: all)")
 	asJSON := fs.Bool("json", false, "end with one JSON object of every round's figures")
+	cpuProfile := fs.String("cpuprofile", "", "write the client's CPU profile to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	o := options{url: *url, rounds: *rounds, caseDuration: *dur, batch: *batch, blockedKeys: *blocked, json: *asJSON}
 	for _, c := range strings.Split(*clients, ",") {
