@@ -3,12 +3,16 @@ package compat
 import (
 	"fmt"
 	"math/rand/v2"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/DATA-DOG/go-sqlmock"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/migrate-unique/migrate-unique/internal/lockid"
 	"github.com/migrate-unique/migrate-unique/layout"
 	"github.com/migrate-unique/migrate-unique/testdata/legacy"
 )
@@ -176,4 +180,88 @@ func activeRows(t *testing.T, q *queue) string {
 		rows.Close()
 	}
 	return b.String()
+}
+
+// TestEnqueueManyBeforeTheMigration: on the legacy schemas (unique_key, no
+// concurrency_limits), a batch of limit-1 keys and keyless jobs admits one
+// job per key, as the old unique rule did, in every layout.
+func TestEnqueueManyBeforeTheMigration(t *testing.T) {
+	for _, s := range legacy.All {
+		t.Run(s.Name, func(t *testing.T) {
+			q := newQueue(t, s, false)
+			jobs := []Job{
+				{Class: "old.A", Value: legacyJob{"k1"}}, {Class: "old.A", Value: legacyJob{"k1"}},
+				{Class: "old.A", Value: legacyJob{"k2"}}, {Class: "old.A", Value: legacyJob{""}}, {Class: "old.A", Value: legacyJob{"k2"}},
+			}
+			res, err := q.c.EnqueueMany(t.Context(), jobs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, want := range []bool{true, false, true, true, false} {
+				if res[i].Inserted() != want {
+					t.Fatalf("job %d: inserted %v, want %v (%+v)", i, res[i].Inserted(), want, res[i].Skipped)
+				}
+			}
+			if sk := res[1].Skipped; sk.Limit != 1 || sk.Active != 1 || len(sk.Holders) != 1 || sk.Holders[0].ID != res[0].ID {
+				t.Fatalf("skip of the repeated key: %+v, want limit 1, active 1, held by job 0 (id %d)", sk, res[0].ID)
+			}
+		})
+	}
+}
+
+// TestBatchStatementsAreConstant: whatever the batch's size, EnqueueMany is
+// one transaction of two statements (the lock statement over every group,
+// the count-and-insert over every job); the lock statement's arrays list
+// the class's shared lock, then each group's, in the global order.
+func TestBatchStatementsAreConstant(t *testing.T) {
+	for _, n := range []int{2, 10, 200} {
+		t.Run(strconv.Itoa(n), func(t *testing.T) {
+			db, mock, err := sqlmock.New()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			c, err := NewClient(SQL(db), layout.PlainJobs())
+			if err != nil {
+				t.Fatal(err)
+			}
+			mock.ExpectQuery(regexp.QuoteMeta(catalogQuery)).WillReturnRows(plainJobsCatalog())
+			const class = "app.jobs.FanOut"
+			jobs := make([]Job, n)
+			keys := make([]string, n)
+			for i := range jobs {
+				keys[i] = fmt.Sprintf("k%03d", i)
+				jobs[i] = Job{Class: class, Value: limited(keys[i], 2)}
+			}
+			ids, modes := []string{strconv.FormatInt(lockid.For(class, ""), 10)}, []string{`"s"`}
+			for _, k := range keys {
+				ids, modes = append(ids, strconv.FormatInt(lockid.For(class, k), 10)), append(modes, `"x"`)
+			}
+			mock.ExpectBegin()
+			mock.ExpectExec(regexp.QuoteMeta(`pg_advisory_xact_lock(g.id)::text ELSE pg_advisory_xact_lock_shared(g.id)::text END) FROM unnest($1::text::bigint[], $2::text::text[]) AS g(id, m))`)).
+				WithArgs("{"+strings.Join(ids, ",")+"}", "{"+strings.Join(modes, ",")+"}").
+				WillReturnResult(sqlmock.NewResult(0, 1))
+			rows := sqlmock.NewRows([]string{"ins", "lim", "n", "holders", "ok", "id", "uuid"})
+			for range n {
+				rows.AddRow(false, 2, 0, "", true, nil, nil)
+			}
+			for i := range n {
+				rows.AddRow(true, nil, nil, nil, nil, 100+i, fmt.Sprintf("uuid-%d", i))
+			}
+			mock.ExpectQuery(`^WITH RECURSIVE c AS \(`).WillReturnRows(rows)
+			mock.ExpectCommit()
+			res, err := c.EnqueueMany(t.Context(), jobs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, r := range res {
+				if r.ID != int64(100+i) || r.UUID != fmt.Sprintf("uuid-%d", i) {
+					t.Fatalf("job %d: %+v", i, r)
+				}
+			}
+			if err := mock.ExpectationsWereMet(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
 }
