@@ -246,7 +246,7 @@ func (s *schema) admitQuery(adm *admission, out *admitResult) query {
 	case adm.id.NoOverlap:
 		p := adm.id.Prefix
 		shape, nkeys = "admit/prefix", 2
-		keys[0], keys[1] = p, p[:len(p)-1]+string([]byte{p[len(p)-1] + 1}) // validate keeps the last byte below 0xff
+		keys[0], keys[1] = p, prefixEnd(p)
 	default:
 		shape, nkeys = "admit/keyed", 1
 		keys[0] = adm.id.Key
@@ -430,11 +430,7 @@ func (s *schema) rowText(t *table, a *sqlArgs) (cols, vals []string) {
 // rowText's placeholders. state is the state of a single-table row; ""
 // means the pending state.
 func (s *schema) rowArgs(t *table, adm *admission, state string, args []any) []any {
-	fs, ok := s.fields.Load(t.name)
-	if !ok {
-		fs, _ = s.fields.LoadOrStore(t.name, s.rowFields(t))
-	}
-	for _, f := range fs.([]rowField) {
+	for _, f := range s.rowFieldsOf(t) {
 		if f.val != nil {
 			args = append(args, f.val(adm, state))
 		}
