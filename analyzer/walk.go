@@ -249,12 +249,8 @@ func (p *pass) literal(lit *ast.BasicLit, inEnqueuer func() bool) {
 			Message:   `Replace "DuplicateJob" with "ConcurrencyLimitReached"`,
 			TextEdits: []analysis.TextEdit{{Pos: lit.Pos(), End: lit.End(), NewText: []byte(quoted)}},
 		})
-	case strings.Contains(lower, "unique_key") && (p.isTag(lit) && uniqueKeyColumn.MatchString(val) || namesColumn(val)):
-		what := "string names"
-		if p.isTag(lit) {
-			what = "struct tag names"
-		}
-		p.report(lit, lit, CodeSQL, what+" the unique_key column, which the database migration renames to concurrency_key: update it by hand", nil)
+	case strings.Contains(lower, "unique_key") && uniqueKeyColumn.MatchString(val) && !p.isTag(lit) && p.sqlInScope(val):
+		p.report(lit, lit, CodeSQL, "string names the unique_key column, which the database migration renames to concurrency_key: update it by hand", nil)
 	case (val == "23505" || strings.Contains(lower, "duplicate key")) && inEnqueuer():
 		p.report(lit, lit, CodeUniqueViolation, "handles a unique violation ("+strconv.Quote(val)+") around an enqueue: "+uniqueViolationAdvice, nil)
 	}
