@@ -259,7 +259,7 @@ func (p *planner) analyze(ctx context.Context, opts Options, patterns []string, 
 			return fmt.Errorf("%w: %s%s: %v", ErrNoPackages, strings.Join(patterns, " "), tagsSuffix(tags), pkg.Errors[0].Msg)
 		}
 	}
-	if problems := loadProblems(pkgs); len(problems) > 0 {
+	if problems := Causes(pkgs, p.moduleDir); len(problems) > 0 {
 		return &LoadError{Tags: tags, Problems: problems}
 	}
 	roots, err := p.mainModuleRoots(pkgs, patterns)
