@@ -120,6 +120,8 @@ func rewriteTitle(category string) string {
 		return "directive without a reason"
 	case rewrite.CategoryNotLoaded:
 		return "file excluded by build constraints"
+	case rewrite.CategoryNotNamed:
+		return "file outside the packages named"
 	}
 	return category
 }
