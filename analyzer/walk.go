@@ -92,7 +92,9 @@ func (p *pass) walk(f *ast.File) {
 			if !decided {
 				decided = true
 				if fd, ok := decl.(*ast.FuncDecl); ok && fd.Body != nil {
-					enqueues = p.enqueues(fd.Body)
+					// The enqueue itself (func Enqueue, enqueueTx), or a
+					// function that calls one.
+					enqueues = hasWord(fd.Name.Name, "enqueue") || p.enqueues(fd.Body)
 				}
 			}
 			return enqueues
