@@ -20,8 +20,8 @@ import (
 //
 // and never when it is a struct tag, a Redis Lua script, JSON, or SQL on
 // another system's own unique_key table (River's river_job). -all-sql
-// widens the scope to every package and every table, as before this rule
-// existed (tags, Lua and JSON stay out: they are not SQL).
+// widens the scope to every package and every table, River's included, as
+// before this rule existed (tags, Lua and JSON stay out: they are not SQL).
 
 // DefaultTables are plain-jobs' tables, the layout's tables when no -table
 // is given.
@@ -96,10 +96,13 @@ func (p *pass) sqlInScope(val string) bool {
 	if p.s.namesTable(val) {
 		return true
 	}
-	if !namesColumn(val) || foreignTable.MatchString(val) {
+	if !namesColumn(val) {
 		return false
 	}
-	return p.s.allSQL || p.hasLegacyJobs()
+	if p.s.allSQL {
+		return true
+	}
+	return !foreignTable.MatchString(val) && p.hasLegacyJobs()
 }
 
 // hasLegacyJobs reports whether this package declares or sees a legacy job

@@ -6,6 +6,7 @@ package allsql
 const (
 	cacheByKey = "DELETE FROM cache_entries WHERE unique_key = $1" // want `string names the unique_key column`
 	column     = "unique_key"                                      // want `string names the unique_key column`
+	riverSQL   = "UPDATE river_job SET unique_key = NULL"          // want `string names the unique_key column`
 	lua        = `return redis.call("HGET", KEYS[1], "unique_key")`
 	payload    = `{"unique_key": "user:1"}`
 	prose      = "moves a queue from unique_key to concurrency keys"
@@ -17,4 +18,4 @@ type Row struct {
 }
 
 // All lists them.
-var All = []string{cacheByKey, column, lua, payload, prose}
+var All = []string{cacheByKey, column, riverSQL, lua, payload, prose}
