@@ -83,6 +83,7 @@ func TestRealDependencies(t *testing.T) {
 	sort.Strings(codes)
 	sort.Strings(lintPos)
 	want := []string{
+		"app/app.go call-site",
 		"jobs/jobs.go call-site",
 		"jobs/jobs.go job-type",
 		"queue/queue.go call-site",
@@ -92,6 +93,24 @@ func TestRealDependencies(t *testing.T) {
 	}
 	if strings.Join(codes, "\n") != strings.Join(want, "\n") {
 		t.Errorf("lint findings:\n%s\nwant:\n%s\n%s", strings.Join(codes, "\n"), strings.Join(want, "\n"), lintOut)
+	}
+
+	// Part of the module: the call site in app of a method declared in jobs
+	// is reported as in the whole run (jobs is loaded from source too).
+	part, code := runIn(t, dir, bin, "lint", "./app/...")
+	if code != 1 || !strings.Contains(part, "app/app.go:8:56: [call-site] call of jobs.Email.UniqueKey: now ConcurrencyKey") || strings.Contains(part, "jobs/jobs.go") {
+		t.Errorf("lint ./app/...: exit %d, want app's call site only\n%s", code, part)
+	}
+	// From a subdirectory, every path is relative to it, sorted by file.
+	sub, _ := runIn(t, filepath.Join(dir, "jobs"), bin, "lint", "./...", "../queue/...")
+	var files []string
+	for _, l := range strings.Split(strings.TrimSpace(sub), "\n") {
+		if f, _, ok := strings.Cut(l, ":"); ok && strings.HasSuffix(f, ".go") {
+			files = append(files, f)
+		}
+	}
+	if strings.Join(files, " ") != "jobs.go jobs.go ../queue/queue.go ../queue/queue.go ../queue/queue.go ../queue/queue.go" {
+		t.Errorf("lint from jobs/: files %v\n%s", files, sub)
 	}
 
 	vetOut, code := goIn(t, dir, "vet", "-vettool="+bin, "./...")
