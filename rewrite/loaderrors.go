@@ -1,10 +1,13 @@
 package rewrite
 
 import (
+	"bufio"
 	"fmt"
+	"os"
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 
 	"golang.org/x/tools/go/packages"
@@ -45,12 +48,31 @@ func Causes(pkgs []*packages.Package, dir string) []string {
 	}
 	var followOns []string
 	seenFollowOn := map[string]bool{}
+	// importers maps a package to the packages importing it: a package that
+	// could not be found or downloaded is met by each of them.
+	importers := map[*packages.Package][]string{}
+	packages.Visit(pkgs, nil, func(pkg *packages.Package) {
+		for _, dep := range pkg.Imports {
+			importers[dep] = append(importers[dep], pkg.PkgPath)
+		}
+	})
 	packages.Visit(pkgs, nil, func(pkg *packages.Package) {
 		name := pkg.PkgPath
 		if name == "" {
 			name = pkg.ID
 		}
+		// A package that does not compile has its errors twice: from the
+		// type check, and as the compiler's output (a "# path" block) from
+		// the go command building its export data. The type check's are
+		// kept.
+		typeErrors := false
 		for _, e := range pkg.Errors {
+			typeErrors = typeErrors || e.Kind == packages.TypeError || e.Kind == packages.ParseError
+		}
+		for _, e := range pkg.Errors {
+			if typeErrors && e.Kind == packages.ListError && strings.HasPrefix(e.Msg, "# ") {
+				continue
+			}
 			msg := e.Msg
 			pos := shortPos(e.Pos, dir)
 			text := msg
@@ -66,8 +88,22 @@ func Causes(pkgs []*packages.Package, dir string) []string {
 			case e.Kind == packages.ListError:
 				// The same failed download or missing module shows up in
 				// every package that imports it, each at its own import.
-				key := "list: " + listErrorSubject(msg)
-				add(key, text, name)
+				subject := listErrorSubject(msg)
+				if subject == msg {
+					// "module lookup disabled by GOPROXY=off" names no
+					// module: the import at its position does.
+					if path := importAt(e.Pos, dir); path != "" {
+						subject = "package " + path
+						text += " (import " + strconv.Quote(path) + ")"
+					}
+				}
+				if len(pkg.GoFiles) == 0 && len(importers[pkg]) > 0 {
+					for _, imp := range importers[pkg] {
+						add("list: "+subject, text, imp)
+					}
+					continue
+				}
+				add("list: "+subject, text, name)
 			default:
 				add("pkg: "+name+": "+text, text, name)
 			}
@@ -131,4 +167,45 @@ func shortPos(pos, dir string) string {
 		return pos
 	}
 	return relPath(dir, pos)
+}
+
+// importAt returns the import path quoted on the line of a position
+// "file:line:col" (a relative file is looked for as it is, then under dir),
+// or "" when there is none.
+func importAt(pos, dir string) string {
+	parts := strings.Split(pos, ":")
+	if len(parts) < 3 {
+		return ""
+	}
+	file := strings.Join(parts[:len(parts)-2], ":")
+	line, err := strconv.Atoi(parts[len(parts)-2])
+	if err != nil || line < 1 {
+		return ""
+	}
+	f, err := os.Open(file)
+	if err != nil && !filepath.IsAbs(file) && dir != "" {
+		f, err = os.Open(filepath.Join(dir, file))
+	}
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		if n < line {
+			continue
+		}
+		text := sc.Text()
+		i := strings.IndexAny(text, "\"`")
+		if i < 0 {
+			return ""
+		}
+		path, err := strconv.QuotedPrefix(text[i:])
+		if err != nil {
+			return ""
+		}
+		p, _ := strconv.Unquote(path)
+		return p
+	}
+	return ""
 }
