@@ -127,8 +127,9 @@ const (
 	// "ConcurrencyLimitReached".
 	CodeSpanError Code = "span-error"
 
-	// CodeSQL: a string literal naming the unique_key column (SQL text,
-	// struct tags); the database migration renames the column.
+	// CodeSQL: SQL text naming the unique_key column of the queue's tables
+	// (see Config.Tables and Config.AllSQL for the scope; never struct
+	// tags); the database migration renames the column.
 	CodeSQL Code = "sql"
 	// CodeUniqueViolation: code that handles a unique violation (SQLSTATE
 	// 23505, pgerrcode.UniqueViolation, "duplicate key") around an enqueue;

@@ -59,13 +59,16 @@ type lintFinding struct {
 	Message string `json:"message"`
 }
 
-const lintUsage = `lint [-json] [-interface importpath.Name]... [-rename importpath.Old=New]... [-tags list] [-test=false] [packages]
+const lintUsage = `lint [-json] [-interface importpath.Name]... [-rename importpath.Old=New]... [-tags list] [-test=false] [-table name]... [-all-sql] [packages]
 
 Reports legacy unique-key job code in the packages (package patterns, or
 paths of .go files naming their packages; default: the whole module, or
 every module of the go.work workspace from its directory), deciding which
-types are jobs over everything it loads, as rewrite does. Exit status: 0 no
-findings, 1 findings, 2 bad usage or packages that do not load.
+types are jobs over everything it loads, as rewrite does. SQL text is
+reported only where it can concern the queue (the layout's tables, -table,
+or packages with legacy jobs; -all-sql: everywhere). Exit status: 0 no
+findings, 1 findings, 2 bad usage or packages that do not load (their root
+causes are listed).
 Finding codes:
 ` // the codes are appended by lintHelp
 

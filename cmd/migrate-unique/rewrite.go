@@ -22,7 +22,7 @@ func (l *listFlag) Set(v string) error {
 	return nil
 }
 
-const rewriteUsage = `rewrite [-diff | -w] [-interface importpath.Name]... [-rename importpath.Old=New]... [-tags list]... [-allow-type-errors] [packages]
+const rewriteUsage = `rewrite [-diff | -w] [-interface importpath.Name]... [-rename importpath.Old=New]... [-tags list]... [-table name]... [-all-sql] [-allow-type-errors] [packages]
 
 Migrates the job code of the module in the current directory in one step:
 UniqueKey becomes ConcurrencyKey plus ConcurrencyLimit on every job type,
