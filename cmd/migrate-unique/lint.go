@@ -278,7 +278,13 @@ func lint(ctx context.Context, ac analyzer.Config, tags string, tests bool, args
 // version) that the named packages import, directly or not, and that are
 // not named themselves.
 func unnamedOwnDeps(pkgs []*packages.Package, named map[string]bool) []string {
+	// A package named under one ID counts as named under all: a test's
+	// recompiled copy of a named package ("x [y.test]") is left to export
+	// data, its files being analysed in the package named.
 	seen := map[string]bool{}
+	for _, p := range pkgs {
+		seen[p.PkgPath] = true
+	}
 	var out []string
 	packages.Visit(pkgs, nil, func(p *packages.Package) {
 		if named[p.ID] || p.Module == nil || p.Module.Version != "" || p.PkgPath == "" || seen[p.PkgPath] {
