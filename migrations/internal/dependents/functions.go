@@ -1,0 +1,86 @@
+package dependents
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// functionsCheck refuses over function and procedure bodies stored as text
+// (plpgsql, SQL string bodies, any other procedural language) that name the
+// key column: PostgreSQL never rewrites them, so after the rename they fail
+// when they run. A trigger function on a queue table fails every INSERT or
+// UPDATE that fires it; any other function fails when the application
+// calls it, and is refused when its body also names a queue table (a body
+// that names the column but no queue table is another table's business).
+// SQL-standard BEGIN ATOMIC bodies are parsed and carried (atomic.go).
+var functionsCheck = Check{Kind: "functions", Run: func(ctx context.Context, q Querier, t Target) ([]Finding, error) {
+	if t.Rename == "" {
+		return nil, nil
+	}
+	return query(ctx, q, t, `WITH `+queueColumns+`,
+trig AS (
+    SELECT tg.tgfoid AS fn, array_agg(format('trigger %s on %s.%s', `+quoted("tg.tgname")+`, `+quoted("n.nspname")+`, `+quoted("c.relname")+`) ORDER BY tg.tgname) AS triggers
+    FROM pg_trigger tg JOIN queue ON queue.rel = tg.tgrelid
+    JOIN pg_class c ON c.oid = tg.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+    WHERE NOT tg.tgisinternal
+    GROUP BY tg.tgfoid)
+SELECT n.nspname::text, p.proname::text, pg_get_function_identity_arguments(p.oid), p.prokind::text, p.prosrc,
+       coalesce(trig.triggers, '{}')
+FROM pg_proc p
+JOIN pg_namespace n ON n.oid = p.pronamespace
+JOIN pg_language lang ON lang.oid = p.prolang
+LEFT JOIN trig ON trig.fn = p.oid
+WHERE n.nspname NOT IN ('pg_catalog', 'information_schema')
+  AND lang.lanname NOT IN ('internal', 'c')
+  AND to_jsonb(p)->>'prosqlbody' IS NULL
+  AND strpos(lower(p.prosrc), $3) > 0
+  AND NOT EXISTS (SELECT 1 FROM pg_depend e WHERE e.classid = 'pg_proc'::regclass AND e.objid = p.oid AND e.deptype = 'e')
+ORDER BY 1, 2, 3`, func(rows pgx.Rows) (Finding, error) {
+		var schema, name, args, kind, src string
+		var triggers []string
+		if err := rows.Scan(&schema, &name, &args, &kind, &src, &triggers); err != nil {
+			return Finding{}, err
+		}
+		return bodyFinding(t, schema, name, args, kind, src, triggers), nil
+	})
+}}
+
+// bodyFinding decides over one function whose body mentions the column.
+func bodyFinding(t Target, schema, name, args, kind, src string, triggers []string) Finding {
+	ts := tokens(src)
+	what := map[string]string{"p": "procedure"}[kind]
+	if what == "" {
+		what = "function"
+	}
+	object := fmt.Sprintf("%s(%s)", qualified(schema, name), safe(args))
+	f := Finding{Kind: what, Object: object}
+	if !names(ts, t.Column) {
+		return Finding{} // only a comment, a word containing it, or a value
+	}
+	var tables []string
+	for _, tb := range t.Tables {
+		if namesTable(ts, tb) {
+			tables = append(tables, qualified(t.Schema, tb))
+		}
+	}
+	switch {
+	case len(triggers) > 0:
+		f.Outcome = Refused
+		f.Message = fmt.Sprintf("%s %s (%s) names %s in its body, which PostgreSQL stores as text and does not rewrite: after %s renames the column to %s, every INSERT or UPDATE that fires it fails (record \"new\" has no field \"%s\"). "+
+			"Before %s, make the body independent of the column's name (read the key as coalesce(to_jsonb(NEW)->>'%s', to_jsonb(NEW)->>'%s'); set it with NEW := jsonb_populate_record(NEW, jsonb_build_object('%s', v, '%s', v))), "+
+			"or drop the trigger and create it again naming %s right after %s",
+			what, object, safe(strings.Join(triggers, ", ")), t.Column, t.direction(), t.Rename, t.Column,
+			t.direction(), t.Rename, t.Column, t.Rename, t.Column, t.Rename, t.direction())
+	case len(tables) > 0:
+		f.Outcome = Refused
+		f.Message = fmt.Sprintf("%s %s names the queue table %s and %s in its body, which PostgreSQL stores as text and does not rewrite: after %s renames the column to %s, every call fails (column \"%s\" does not exist). "+
+			"Before %s, rewrite it as a SQL-standard body (BEGIN ATOMIC ... END, which PostgreSQL rewrites on the rename) or without naming the column, or drop it and create it again naming %s right after %s",
+			what, object, strings.Join(tables, ", "), t.Column, t.direction(), t.Rename, t.Column, t.direction(), t.Rename, t.direction())
+	default:
+		return Finding{}
+	}
+	return f
+}
