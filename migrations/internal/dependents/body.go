@@ -114,7 +114,11 @@ func quotedString(s string, escapes bool) (string, int) {
 		switch {
 		case escapes && s[i] == '\\' && i+1 < len(s):
 			i++
-			b.WriteByte(s[i])
+			if r, ok := map[byte]byte{'n': '\n', 't': '\t', 'r': '\r', 'b': '\b', 'f': '\f'}[s[i]]; ok {
+				b.WriteByte(r)
+			} else {
+				b.WriteByte(s[i])
+			}
 		case s[i] == '\'' && i+1 < len(s) && s[i+1] == '\'':
 			b.WriteByte('\'')
 			i++

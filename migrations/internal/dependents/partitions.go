@@ -13,7 +13,8 @@ import (
 // them (docs/migration.md, "Partitioned and inherited tables"): CREATE INDEX
 // CONCURRENTLY cannot build a counting index on a partitioned table, the
 // unique rule could not be rebuilt CONCURRENTLY on the way back, a partition
-// or an inheritance child cannot rename the column it inherits, and the
+// or an inheritance child cannot rename the key column it inherits (a child
+// that inherits other columns only is no matter), and the
 // children of an inheritance parent would keep their own unique rules. Up
 // and down refuse before any change when they would rename the column; a
 // down that only cleans up after an up that stopped before its cutover goes
@@ -29,7 +30,8 @@ SELECT format('%s.%s', `+quoted("n.nspname")+`, `+quoted("c.relname")+`), c.relk
        ARRAY(SELECT format('%s.%s', `+quoted("kn.nspname")+`, `+quoted("k.relname")+`) FROM pg_inherits i JOIN pg_class k ON k.oid = i.inhrelid
              JOIN pg_namespace kn ON kn.oid = k.relnamespace WHERE i.inhparent = c.oid ORDER BY 1)
 FROM queue JOIN pg_class c ON c.oid = queue.rel JOIN pg_namespace n ON n.oid = c.relnamespace
-WHERE c.relkind = 'p' OR c.relispartition OR EXISTS (SELECT 1 FROM pg_inherits i WHERE i.inhrelid = c.oid OR i.inhparent = c.oid)
+JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = queue.key
+WHERE c.relkind = 'p' OR c.relispartition OR a.attinhcount > 0 OR EXISTS (SELECT 1 FROM pg_inherits i WHERE i.inhparent = c.oid)
 ORDER BY 1`, func(rows pgx.Rows) (Finding, error) {
 		var table, partKey string
 		var partitioned, partition bool
@@ -45,7 +47,7 @@ ORDER BY 1`, func(rows pgx.Rows) (Finding, error) {
 		case partition:
 			why = fmt.Sprintf("is a partition of %s: its key column can only be renamed through the partitioned table", safe(strings.Join(parents, ", ")))
 		case len(parents) > 0:
-			why = fmt.Sprintf("inherits from %s: PostgreSQL cannot rename an inherited column on the child alone", safe(strings.Join(parents, ", ")))
+			why = fmt.Sprintf("inherits its key column from %s: PostgreSQL cannot rename an inherited column on the child alone", safe(strings.Join(parents, ", ")))
 		default:
 			why = fmt.Sprintf("has inheritance children (%s): the rename would reach them, but not the drop of their own unique rules nor the counting indexes, and counts over the table would read their rows unindexed",
 				safe(strings.Join(children, ", ")))
