@@ -75,7 +75,7 @@ func Status(ctx context.Context, databaseURL string, l layout.Layout) (*StatusRe
 	res := &StatusResult{State: in.state(), ToolVersion: version.Version, InvalidIndexes: in.invalidOurs(),
 		Direction: in.direction(), Stopped: in.stoppedRun(), Drift: in.drift(), Pooler: r.pooler}
 	if res.State != Migrated || len(res.Drift) > 0 {
-		deps, err := dependentFindings(ctx, r.conn, in, "up")
+		deps, err := r.dependentFindings(ctx, in, "up")
 		if err != nil {
 			return nil, err
 		}

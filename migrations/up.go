@@ -231,7 +231,7 @@ func (r *runner) preflight(ctx context.Context, direction string) (*inspection, 
 		}
 	}
 	if !hasFatal(fs) && (direction == "up" || direction == "down") {
-		deps, err := dependentFindings(ctx, r.conn, in, direction)
+		deps, err := r.dependentFindings(ctx, in, direction)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -110,3 +110,48 @@ func TestStatusAfterAnUpThatStoppedOnAPartitionedQueue(t *testing.T) {
 	}
 	exec(t, url, insertJob("unique_key"))
 }
+
+// The documented way through: the operator builds the counting index per
+// partition and attaches it to one created ON ONLY the partitioned table,
+// and runs the cutover by hand; up then finishes (runtime tables, the skip
+// column, the state) and down refuses, before any change.
+func TestPartitionedQueueMigratedByHandThenUp(t *testing.T) {
+	ctx := context.Background()
+	s := legacy.SingleTable
+	url := testdb.New(t)
+	exec(t, url, partitionedJobs)
+	for _, sql := range []string{
+		`CREATE INDEX CONCURRENTLY jobs_old_concurrency_key_idx ON jobs_old (job_type, unique_key) WHERE status IN ('pending', 'running', 'paused')`,
+		`CREATE INDEX CONCURRENTLY jobs_now_concurrency_key_idx ON jobs_now (job_type, unique_key) WHERE status IN ('pending', 'running', 'paused')`,
+		`CREATE INDEX jobs_concurrency_key_idx ON ONLY jobs (job_type, unique_key) WHERE status IN ('pending', 'running', 'paused')`,
+		`ALTER INDEX jobs_concurrency_key_idx ATTACH PARTITION jobs_old_concurrency_key_idx`,
+		`ALTER INDEX jobs_concurrency_key_idx ATTACH PARTITION jobs_now_concurrency_key_idx`,
+		`BEGIN; SET LOCAL lock_timeout = '2s'; ALTER TABLE jobs RENAME COLUMN unique_key TO concurrency_key; ALTER TABLE jobs DROP CONSTRAINT jobs_type_key_created; COMMIT`,
+	} {
+		exec(t, url, sql)
+	}
+	plan, err := migrations.Plan(ctx, url, s.Layout)
+	if err != nil || hasFinding(plan.Findings, true) {
+		t.Fatalf("plan: %v\n%s", err, findings(plan.Findings))
+	}
+	if _, err := migrations.Up(ctx, url, s.Layout, migrations.Options{}); err != nil {
+		t.Fatalf("up after the hand-made index and cutover: %v", err)
+	}
+	exec(t, url, insertJob("concurrency_key"))
+	// The counting index dropped by hand: up would have to build it
+	// CONCURRENTLY on the partitioned table, so it refuses instead of
+	// failing half-way.
+	exec(t, url, `DROP INDEX jobs_concurrency_key_idx`)
+	if _, err := migrations.Up(ctx, url, s.Layout, migrations.Options{}); err == nil || !strings.Contains(err.Error(), "cannot build the counting index on a partitioned table") {
+		t.Fatalf("up repairing a partitioned queue's counting index: %v, want a refusal", err)
+	}
+	before := readState(t, url, s)
+	var pe *migrations.PreflightError
+	if _, err := migrations.Down(ctx, url, s.Layout, migrations.Options{}); !errors.As(err, &pe) || !strings.Contains(err.Error(), "down could neither rebuild the unique rule") {
+		t.Fatalf("down: %v, want the partitioned refusal", err)
+	}
+	if after := readState(t, url, s); after.String() != before.String() {
+		t.Errorf("a refused down changed the database:\nbefore: %s\nafter:  %s", before, after)
+	}
+	exec(t, url, insertJob("concurrency_key"))
+}

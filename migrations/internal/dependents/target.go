@@ -28,6 +28,9 @@ type Target struct {
 	// Up says the run is up: its cutover drops the unique rules whose
 	// columns include the key (down restores them).
 	Up bool
+	// Concurrent lists the queue tables (quoted, schema-qualified) on which
+	// the run would build or drop an index CONCURRENTLY.
+	Concurrent []string
 }
 
 func (t Target) direction() string {
