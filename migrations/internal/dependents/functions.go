@@ -3,6 +3,7 @@ package dependents
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -13,8 +14,9 @@ import (
 // key column: PostgreSQL never rewrites them, so after the rename they fail
 // when they run. A trigger function on a queue table fails every INSERT or
 // UPDATE that fires it; any other function fails when the application
-// calls it, and is refused when its body also names a queue table (a body
-// that names the column but no queue table is another table's business).
+// calls it, and is refused when its body also names a queue table or its
+// signature takes or returns a queue table's row type (a body that names
+// the column but no queue table is another table's business).
 // SQL-standard BEGIN ATOMIC bodies are parsed and carried (atomic.go).
 var functionsCheck = Check{Kind: "functions", Run: func(ctx context.Context, q Querier, t Target) ([]Finding, error) {
 	if t.Rename == "" {
@@ -28,7 +30,11 @@ trig AS (
     WHERE NOT tg.tgisinternal
     GROUP BY tg.tgfoid)
 SELECT n.nspname::text, p.proname::text, pg_get_function_identity_arguments(p.oid), p.prokind::text, p.prosrc,
-       coalesce(trig.triggers, '{}')
+       coalesce(trig.triggers, '{}'),
+       ARRAY(SELECT format('%s.%s', `+quoted("qn.nspname")+`, `+quoted("qc.relname")+`) FROM queue JOIN pg_class qc ON qc.oid = queue.rel
+             JOIN pg_namespace qn ON qn.oid = qc.relnamespace
+             WHERE qc.reltype = p.prorettype OR qc.reltype = ANY (p.proargtypes::oid[]) OR qc.reltype = ANY (coalesce(p.proallargtypes, '{}'))
+             ORDER BY 1)
 FROM pg_proc p
 JOIN pg_namespace n ON n.oid = p.pronamespace
 JOIN pg_language lang ON lang.oid = p.prolang
@@ -40,16 +46,17 @@ WHERE n.nspname NOT IN ('pg_catalog', 'information_schema')
   AND NOT EXISTS (SELECT 1 FROM pg_depend e WHERE e.classid = 'pg_proc'::regclass AND e.objid = p.oid AND e.deptype = 'e')
 ORDER BY 1, 2, 3`, func(rows pgx.Rows) (Finding, error) {
 		var schema, name, args, kind, src string
-		var triggers []string
-		if err := rows.Scan(&schema, &name, &args, &kind, &src, &triggers); err != nil {
+		var triggers, rowTypes []string
+		if err := rows.Scan(&schema, &name, &args, &kind, &src, &triggers, &rowTypes); err != nil {
 			return Finding{}, err
 		}
-		return bodyFinding(t, schema, name, args, kind, src, triggers), nil
+		return bodyFinding(t, schema, name, args, kind, src, triggers, rowTypes), nil
 	})
 }}
 
 // bodyFinding decides over one function whose body mentions the column.
-func bodyFinding(t Target, schema, name, args, kind, src string, triggers []string) Finding {
+// rowTypes lists the queue tables whose row type it takes or returns.
+func bodyFinding(t Target, schema, name, args, kind, src string, triggers, rowTypes []string) Finding {
 	ts := tokens(src)
 	what := map[string]string{"p": "procedure"}[kind]
 	if what == "" {
@@ -60,9 +67,9 @@ func bodyFinding(t Target, schema, name, args, kind, src string, triggers []stri
 	if !names(ts, t.Column) {
 		return Finding{} // only a comment, a word containing it, or a value
 	}
-	var tables []string
+	tables := rowTypes
 	for _, tb := range t.Tables {
-		if namesTable(ts, tb) {
+		if namesTable(ts, tb) && !slices.Contains(tables, qualified(t.Schema, tb)) {
 			tables = append(tables, qualified(t.Schema, tb))
 		}
 	}
@@ -76,7 +83,7 @@ func bodyFinding(t Target, schema, name, args, kind, src string, triggers []stri
 			t.direction(), t.Rename, t.Column, t.Rename, t.Column, t.Rename, t.direction())
 	case len(tables) > 0:
 		f.Outcome = Refused
-		f.Message = fmt.Sprintf("%s %s names the queue table %s and %s in its body, which PostgreSQL stores as text and does not rewrite: after %s renames the column to %s, every call fails (column \"%s\" does not exist). "+
+		f.Message = fmt.Sprintf("%s %s reads the queue table %s and names %s in its body, which PostgreSQL stores as text and does not rewrite: after %s renames the column to %s, every call fails (column \"%s\" does not exist). "+
 			"Before %s, rewrite it as a SQL-standard body (BEGIN ATOMIC ... END, which PostgreSQL rewrites on the rename) or without naming the column, or drop it and create it again naming %s right after %s",
 			what, object, strings.Join(tables, ", "), t.Column, t.direction(), t.Rename, t.Column, t.direction(), t.Rename, t.direction())
 	default:

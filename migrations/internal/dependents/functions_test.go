@@ -48,7 +48,7 @@ BEGIN EXECUTE 'SELECT count(*) FROM jobs WHERE unique_key = $1' INTO n USING k; 
 	} {
 		t.Run(name, func(t *testing.T) {
 			url := queue(t, legacy.SingleTable, setup)
-			expectRefused(t, url, legacy.SingleTable, `names the queue table "public"."jobs" and unique_key`, "BEGIN ATOMIC")
+			expectRefused(t, url, legacy.SingleTable, `reads the queue table "public"."jobs" and names unique_key`, "BEGIN ATOMIC")
 		})
 	}
 }
@@ -101,4 +101,9 @@ func TestDownRefusesOverAFunctionWrittenAgainstConcurrencyKey(t *testing.T) {
 		t.Errorf("a refused down changed the database:\nbefore: %s\nafter:  %s", before, after)
 	}
 	exec(t, url, insertJob("concurrency_key"))
+}
+
+func TestFunctionTakingTheQueuesRowTypeIsRefused(t *testing.T) {
+	url := queue(t, legacy.SingleTable, `CREATE FUNCTION key_of(j jobs) RETURNS text LANGUAGE sql AS $$ SELECT j.unique_key $$;`)
+	expectRefused(t, url, legacy.SingleTable, `function "public"."key_of"(j jobs) reads the queue table "public"."jobs" and names unique_key`)
 }

@@ -186,3 +186,13 @@ func expectNote(t *testing.T, url string, s legacy.Schema, want ...string) {
 		t.Errorf("plan notes nothing saying %q; findings:\n%s", want, findings(plan.Findings))
 	}
 }
+
+// planFindings renders plan's findings on the layout of s.
+func planFindings(t *testing.T, url string, s legacy.Schema) string {
+	t.Helper()
+	plan, err := migrations.Plan(context.Background(), url, s.Layout)
+	if err != nil {
+		t.Fatalf("plan: %v", err)
+	}
+	return findings(plan.Findings)
+}

@@ -75,7 +75,10 @@ type Check struct {
 var All = []Check{
 	partitionsCheck,
 	functionsCheck,
+	triggerArgumentsCheck,
 	foreignKeysCheck,
+	uniqueDependentsCheck,
+	onConflictCheck,
 	replicaIdentityCheck,
 	uniqueExpressionsCheck,
 	exclusionCheck,
@@ -184,17 +187,22 @@ func safe(s string) string {
 // carriedDeps is a check that notes every object of one catalog that
 // depends on the key column: from must join deps (see dependsOnKey) to that
 // catalog and select the object's name as "object", its identifiers
-// rendered with quoted.
+// rendered with quoted, and its definition as "definition" where it may
+// hold an INSERT ... ON CONFLICT (” elsewhere): one onConflictCheck
+// refuses is not noted as carried.
 func carriedDeps(kind, from, how string) Check {
 	return Check{Kind: kind + "s", Run: func(ctx context.Context, q Querier, t Target) ([]Finding, error) {
 		if t.Rename == "" {
 			return nil, nil
 		}
 		return query(ctx, q, t, `WITH `+queueColumns+`, `+dependsOnKey+`
-SELECT DISTINCT object FROM (`+from+`) AS o ORDER BY 1`, func(rows pgx.Rows) (Finding, error) {
-			var object string
-			if err := rows.Scan(&object); err != nil {
+SELECT DISTINCT object, definition FROM (`+from+`) AS o ORDER BY 1`, func(rows pgx.Rows) (Finding, error) {
+			var object, definition string
+			if err := rows.Scan(&object, &definition); err != nil {
 				return Finding{}, err
+			}
+			if refusedOnConflict(t, definition) {
+				return Finding{}, nil
 			}
 			return carried(t, kind, safe(object), how), nil
 		})
