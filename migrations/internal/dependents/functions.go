@@ -22,6 +22,14 @@ var functionsCheck = Check{Kind: "functions", Run: func(ctx context.Context, q Q
 	if t.Rename == "" {
 		return nil, nil
 	}
+	// Text bodies only: a SQL-standard body (prosqlbody, from 14 on) is
+	// parsed and carried (atomic.go).
+	textBody := "true"
+	if v, err := serverVersion(ctx, q); err != nil {
+		return nil, err
+	} else if v >= 140000 {
+		textBody = "p.prosqlbody IS NULL"
+	}
 	return query(ctx, q, t, `WITH `+queueColumns+`,
 trig AS (
     SELECT tg.tgfoid AS fn, array_agg(format('trigger %s on %s.%s', `+quoted("tg.tgname")+`, `+quoted("n.nspname")+`, `+quoted("c.relname")+`) ORDER BY tg.tgname) AS triggers
@@ -41,7 +49,7 @@ JOIN pg_language lang ON lang.oid = p.prolang
 LEFT JOIN trig ON trig.fn = p.oid
 WHERE n.nspname NOT IN ('pg_catalog', 'information_schema')
   AND lang.lanname NOT IN ('internal', 'c')
-  AND to_jsonb(p)->>'prosqlbody' IS NULL
+  AND `+textBody+`
   AND strpos(lower(p.prosrc), $3) > 0
   AND NOT EXISTS (SELECT 1 FROM pg_depend e WHERE e.classid = 'pg_proc'::regclass AND e.objid = p.oid AND e.deptype = 'e')
 ORDER BY 1, 2, 3`, func(rows pgx.Rows) (Finding, error) {

@@ -153,6 +153,19 @@ func query(ctx context.Context, q Querier, t Target, sql string, scan func(rows 
 	return out, rows.Err()
 }
 
+// serverVersion is the server's server_version_num.
+func serverVersion(ctx context.Context, q Querier) (int, error) {
+	rows, err := q.Query(ctx, "SELECT current_setting('server_version_num')::int")
+	if err != nil {
+		return 0, err
+	}
+	v, err := pgx.CollectExactlyOneRow(rows, pgx.RowTo[int])
+	if err != nil {
+		return 0, fmt.Errorf("read the server's version: %w", err)
+	}
+	return v, nil
+}
+
 // quoted renders the name expr in SQL always double-quoted, as
 // pgx.Identifier quotes, so that every object a finding names reads as the
 // rest of the tool's output does.
@@ -190,8 +203,8 @@ func safe(s string) string {
 // rendered with quoted, and its definition as "definition" where it may
 // hold an INSERT ... ON CONFLICT (” elsewhere): one onConflictCheck
 // refuses is not noted as carried.
-func carriedDeps(kind, from, how string) Check {
-	return Check{Kind: kind + "s", Run: func(ctx context.Context, q Querier, t Target) ([]Finding, error) {
+func carriedDeps(kind, plural, from, how string) Check {
+	return Check{Kind: plural, Run: func(ctx context.Context, q Querier, t Target) ([]Finding, error) {
 		if t.Rename == "" {
 			return nil, nil
 		}
