@@ -3,6 +3,7 @@ package dependents
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -18,6 +19,11 @@ import (
 // signature takes or returns a queue table's row type (a body that names
 // the column but no queue table is another table's business).
 // SQL-standard BEGIN ATOMIC bodies are parsed and carried (atomic.go).
+//
+// The names are found by reading the body's tokens (body.go), a heuristic:
+// a function the operator has checked can say so in its comment, with a
+// reason (COMMENT ON FUNCTION ... IS 'migrate-unique:ignore reads
+// other_table.unique_key'), and is then only noted.
 var functionsCheck = Check{Kind: "functions", Run: func(ctx context.Context, q Querier, t Target) ([]Finding, error) {
 	if t.Rename == "" {
 		return nil, nil
@@ -38,7 +44,7 @@ trig AS (
     WHERE NOT tg.tgisinternal
     GROUP BY tg.tgfoid)
 SELECT n.nspname::text, p.proname::text, pg_get_function_identity_arguments(p.oid), p.prokind::text, p.prosrc,
-       coalesce(trig.triggers, '{}'),
+       coalesce(trig.triggers, '{}'), coalesce(obj_description(p.oid, 'pg_proc'), ''),
        ARRAY(SELECT format('%s.%s', `+quoted("qn.nspname")+`, `+quoted("qc.relname")+`) FROM queue JOIN pg_class qc ON qc.oid = queue.rel
              JOIN pg_namespace qn ON qn.oid = qc.relnamespace
              WHERE qc.reltype = p.prorettype OR qc.reltype = ANY (p.proargtypes::oid[]) OR qc.reltype = ANY (coalesce(p.proallargtypes, '{}'))
@@ -53,14 +59,24 @@ WHERE n.nspname NOT IN ('pg_catalog', 'information_schema')
   AND strpos(lower(p.prosrc), $3) > 0
   AND NOT EXISTS (SELECT 1 FROM pg_depend e WHERE e.classid = 'pg_proc'::regclass AND e.objid = p.oid AND e.deptype = 'e')
 ORDER BY 1, 2, 3`, func(rows pgx.Rows) (Finding, error) {
-		var schema, name, args, kind, src string
+		var schema, name, args, kind, src, comment string
 		var triggers, rowTypes []string
-		if err := rows.Scan(&schema, &name, &args, &kind, &src, &triggers, &rowTypes); err != nil {
+		if err := rows.Scan(&schema, &name, &args, &kind, &src, &triggers, &comment, &rowTypes); err != nil {
 			return Finding{}, err
 		}
-		return bodyFinding(t, schema, name, args, kind, src, triggers, rowTypes), nil
+		f := bodyFinding(t, schema, name, args, kind, src, triggers, rowTypes)
+		if m := ignoreRE.FindStringSubmatch(comment); m != nil && f.Outcome == Refused {
+			f.Outcome = Ignored
+			f.Message = fmt.Sprintf("%s %s names %s in its body, but its comment says %q: not refused; it is yours to make it work after %s renames the column to %s",
+				f.Kind, f.Object, t.Column, safe(m[0]), t.direction(), t.Rename)
+		}
+		return f, nil
 	})
 }}
+
+// ignoreRE is the directive, in a function's comment (COMMENT ON FUNCTION),
+// that turns a refusal over its body into a note: it needs a reason.
+var ignoreRE = regexp.MustCompile(`migrate-unique:ignore[ \t]+[^ \t\n][^\n]*`)
 
 // bodyFinding decides over one function whose body mentions the column.
 // rowTypes lists the queue tables whose row type it takes or returns.

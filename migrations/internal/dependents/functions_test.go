@@ -107,3 +107,25 @@ func TestFunctionTakingTheQueuesRowTypeIsRefused(t *testing.T) {
 	url := queue(t, legacy.SingleTable, `CREATE FUNCTION key_of(j jobs) RETURNS text LANGUAGE sql AS $$ SELECT j.unique_key $$;`)
 	expectRefused(t, url, legacy.SingleTable, `function "public"."key_of"(j jobs) reads the queue table "public"."jobs" and names unique_key`)
 }
+
+// A trigger function that names another table's unique_key is refused (the
+// body is read by a heuristic); its comment can say it was checked, with a
+// reason, and up goes on.
+func TestAFunctionsCommentCanAcknowledgeIt(t *testing.T) {
+	setup := `
+CREATE TABLE tenants (unique_key text PRIMARY KEY, paused boolean NOT NULL DEFAULT false);
+CREATE FUNCTION jobs_tenant_check() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM tenants WHERE tenants.unique_key = NEW.job_type AND paused) THEN
+        RAISE 'tenant paused';
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER jobs_tenant_check BEFORE INSERT ON jobs FOR EACH ROW EXECUTE FUNCTION jobs_tenant_check();`
+	url := queue(t, legacy.SingleTable, setup)
+	expectRefused(t, url, legacy.SingleTable, `function "public"."jobs_tenant_check"()`)
+	exec(t, url, `COMMENT ON FUNCTION jobs_tenant_check() IS 'migrate-unique:ignore'`)
+	expectRefused(t, url, legacy.SingleTable, `function "public"."jobs_tenant_check"()`) // a directive needs a reason
+	exec(t, url, `COMMENT ON FUNCTION jobs_tenant_check() IS 'checked: migrate-unique:ignore reads tenants.unique_key, not the queue''s'`)
+	expectCarried(t, url, legacy.SingleTable, insertJob, `function "public"."jobs_tenant_check"() names unique_key in its body, but its comment says "migrate-unique:ignore reads tenants.unique_key, not the queue's": not refused`)
+}

@@ -49,6 +49,10 @@ const (
 	Carried Outcome = iota
 	// Refused: the run refuses before any change.
 	Refused
+	// Ignored: the run would refuse, but the object's comment says
+	// "migrate-unique:ignore <reason>" (functions only, whose bodies are
+	// read by a heuristic).
+	Ignored
 )
 
 // Finding is one dependent object and what the run does to it.
