@@ -89,7 +89,7 @@ func Status(ctx context.Context, databaseURL string, l layout.Layout) (*StatusRe
 	case len(res.UpRefusals) > 0 && res.Direction == "down":
 		res.Next = "run down again to finish it (up would refuse: run plan to see why)"
 	case len(res.UpRefusals) > 0 && res.State == PartlyMigrated:
-		res.Next = "up would refuse (run plan to see why): run down to roll back what the stopped run did"
+		res.Next = "up would refuse until what plan lists is dealt with (run plan to see it); or run down to roll back what the stopped run did"
 	case len(res.UpRefusals) > 0:
 		res.Next = "up would refuse: run plan to see why"
 	case res.Direction == "up":
