@@ -196,3 +196,26 @@ func planFindings(t *testing.T, url string, s legacy.Schema) string {
 	}
 	return findings(plan.Findings)
 }
+
+// appRole creates a role for the test's database (roles are cluster-wide:
+// named after the database, dropped at the end), runs grants on it (%[1]s
+// is the role) and returns a function that runs SQL as that role.
+func appRole(t *testing.T, url, grants string) func(sql string) error {
+	t.Helper()
+	ctx := context.Background()
+	conn := testdb.Connect(t, url)
+	var db string
+	if err := conn.QueryRow(ctx, "SELECT current_database()").Scan(&db); err != nil {
+		t.Fatal(err)
+	}
+	role := pgx.Identifier{db + "_app"}.Sanitize()
+	exec(t, url, "CREATE ROLE "+role+" NOLOGIN; "+fmt.Sprintf(grants, role))
+	t.Cleanup(func() {
+		_, _ = conn.Exec(context.Background(), "DROP OWNED BY "+role+"; DROP ROLE "+role)
+	})
+	return func(sql string) error {
+		_, err := conn.Exec(ctx, "SET ROLE "+role+"; "+sql)
+		_, _ = conn.Exec(ctx, "RESET ROLE")
+		return err
+	}
+}
