@@ -17,8 +17,8 @@
 //     name the column, trigger arguments naming it, partitioned and
 //     inherited tables, a foreign key, replica identity or anything else
 //     that needs a unique rule up drops, an INSERT ... ON CONFLICT that
-//     infers it, a unique index or exclusion constraint on the key that up
-//     would keep.
+//     infers it, a unique index, exclusion constraint or primary key on the
+//     key that up would keep.
 //   - Ignored: a refused function whose comment says
 //     "migrate-unique:ignore <reason>".
 //

@@ -85,6 +85,7 @@ var All = []Check{
 	onConflictCheck,
 	replicaIdentityCheck,
 	uniqueExpressionsCheck,
+	primaryKeyCheck,
 	exclusionCheck,
 	publicationsCheck,
 	viewsCheck,
