@@ -129,3 +129,14 @@ CREATE TRIGGER jobs_tenant_check BEFORE INSERT ON jobs FOR EACH ROW EXECUTE FUNC
 	exec(t, url, `COMMENT ON FUNCTION jobs_tenant_check() IS 'checked: migrate-unique:ignore reads tenants.unique_key, not the queue''s'`)
 	expectCarried(t, url, legacy.SingleTable, insertJob, `function "public"."jobs_tenant_check"() names unique_key in its body, but its comment says "migrate-unique:ignore reads tenants.unique_key, not the queue's": not refused`)
 }
+
+// sql --database writes files that golang-migrate runs without this tool's
+// preflight: it refuses the same way.
+func TestFilesForADatabaseRefuseToo(t *testing.T) {
+	url := queue(t, legacy.SingleTable, keyTrigger)
+	_, err := migrations.FilesFor(context.Background(), url, legacy.SingleTable.Layout)
+	var pe *migrations.PreflightError
+	if !errors.As(err, &pe) || !strings.Contains(err.Error(), `function "public"."jobs_key_check"()`) {
+		t.Fatalf("FilesFor: %v, want the refusal over the trigger function", err)
+	}
+}
