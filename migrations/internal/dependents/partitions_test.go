@@ -138,20 +138,50 @@ func TestPartitionedQueueMigratedByHandThenUp(t *testing.T) {
 		t.Fatalf("up after the hand-made index and cutover: %v", err)
 	}
 	exec(t, url, insertJob("concurrency_key"))
-	// The counting index dropped by hand: up would have to build it
-	// CONCURRENTLY on the partitioned table, so it refuses instead of
-	// failing half-way.
-	exec(t, url, `DROP INDEX jobs_concurrency_key_idx`)
-	if _, err := migrations.Up(ctx, url, s.Layout, migrations.Options{}); err == nil || !strings.Contains(err.Error(), "cannot build the counting index on a partitioned table") {
-		t.Fatalf("up repairing a partitioned queue's counting index: %v, want a refusal", err)
-	}
+	// Down would drop the counting index CONCURRENTLY on the partitioned
+	// table: refused, before any change.
 	before := readState(t, url, s)
 	var pe *migrations.PreflightError
-	if _, err := migrations.Down(ctx, url, s.Layout, migrations.Options{}); !errors.As(err, &pe) || !strings.Contains(err.Error(), "down could neither rebuild the unique rule") {
+	if _, err := migrations.Down(ctx, url, s.Layout, migrations.Options{}); !errors.As(err, &pe) || !strings.Contains(err.Error(), "down could neither rebuild the unique rule nor drop the counting index") {
 		t.Fatalf("down: %v, want the partitioned refusal", err)
 	}
 	if after := readState(t, url, s); after.String() != before.String() {
 		t.Errorf("a refused down changed the database:\nbefore: %s\nafter:  %s", before, after)
 	}
+	// The counting index dropped by hand: up would have to build it
+	// CONCURRENTLY on the partitioned table, so it refuses instead of
+	// failing half-way.
+	exec(t, url, `DROP INDEX jobs_concurrency_key_idx`)
+	if _, err := migrations.Up(ctx, url, s.Layout, migrations.Options{}); !errors.As(err, &pe) || !strings.Contains(err.Error(), "cannot build the counting index on a partitioned table") {
+		t.Fatalf("up repairing a partitioned queue's counting index: %v, want a refusal", err)
+	}
 	exec(t, url, insertJob("concurrency_key"))
+	// The documented way back: with the counting index gone, down renames
+	// the column back and removes what up added (no unique rule was saved:
+	// the operator adds it again).
+	if _, err := migrations.Down(ctx, url, s.Layout, migrations.Options{}); err != nil {
+		t.Fatalf("down without the counting index: %v", err)
+	}
+	if st := readState(t, url, s); st.versionTable || !strings.Contains(strings.Join(st.columns, " "), "jobs.unique_key") {
+		t.Fatalf("after down: %s", st)
+	}
+	exec(t, url, insertJob("unique_key"))
+}
+
+// A partitioned results table has no counting index and no unique rule:
+// the rename and the skip-metadata column reach every partition, and it is
+// migrated both ways.
+func TestPartitionedResultsTableIsMigrated(t *testing.T) {
+	url := queue(t, legacy.PlainJobs, `
+ALTER TABLE plainjobs_jobresult RENAME TO plainjobs_jobresult_old;
+CREATE TABLE plainjobs_jobresult (LIKE plainjobs_jobresult_old INCLUDING DEFAULTS INCLUDING IDENTITY) PARTITION BY RANGE (ended_at);
+CREATE TABLE plainjobs_jobresult_old_rows PARTITION OF plainjobs_jobresult FOR VALUES FROM (MINVALUE) TO ('2026-01-01');
+CREATE TABLE plainjobs_jobresult_new_rows PARTITION OF plainjobs_jobresult FOR VALUES FROM ('2026-01-01') TO (MAXVALUE);
+INSERT INTO plainjobs_jobresult SELECT * FROM plainjobs_jobresult_old;
+DROP TABLE plainjobs_jobresult_old;
+CREATE INDEX plainjobs_jobresult_unique_key ON plainjobs_jobresult (unique_key);`)
+	expectCarried(t, url, legacy.PlainJobs, func(col string) string {
+		return `INSERT INTO plainjobs_jobresult (created_at, uuid, job_class, source, ` + col + `, job_request_uuid, job_process_uuid, ended_at, status)
+VALUES (now(), gen_random_uuid(), 'app.Send', '', 'r-` + col + `', gen_random_uuid(), gen_random_uuid(), now(), 'SUCCESSFUL')`
+	})
 }
