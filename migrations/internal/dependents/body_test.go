@@ -43,3 +43,14 @@ func TestNamesTable(t *testing.T) {
 		}
 	}
 }
+
+// FuzzTokens: any body, however broken (unterminated strings, comments,
+// dollar quotes), is read to its end.
+func FuzzTokens(f *testing.F) {
+	for _, s := range []string{`'unterminated`, `/* open /* nested */`, `$tag$ never closed`, `E'\`, `"open`, `$1 $ $$`, "x\x00'\xff"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		_ = names(tokens(s), "unique_key")
+	})
+}
