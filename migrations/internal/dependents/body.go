@@ -157,11 +157,29 @@ func dollarTag(s string) (string, bool) {
 	return m, m != ""
 }
 
-// names says whether a body names the identifier name (lower case): as an
-// unquoted word (folded to lower case, as PostgreSQL does), as a quoted
-// identifier, or inside a string as a word, which dynamic SQL runs. A string
-// that is exactly the name is a value, not code: to_jsonb(NEW)->>'unique_key'
-// is how a function reads the key whatever the column is called.
+// refersTo says whether a body that runs after the key column is renamed
+// from column to rename still refers to the old name: as code (see names),
+// or as a value (a string that is exactly the name, as in
+// to_jsonb(NEW)->>'unique_key') unless the body also names the new name,
+// which is how a function is written to work under both names.
+func refersTo(ts []token, column, rename string) bool {
+	return names(ts, column) || isValue(ts, column) && !names(ts, rename) && !isValue(ts, rename)
+}
+
+// isValue says whether a body has a string that is exactly name.
+func isValue(ts []token, name string) bool {
+	for _, t := range ts {
+		if t.kind == literal && t.text == name {
+			return true
+		}
+	}
+	return false
+}
+
+// names says whether a body names the identifier name (lower case) as code:
+// as an unquoted word (folded to lower case, as PostgreSQL does), as a
+// quoted identifier, or inside a string as a word, which dynamic SQL runs.
+// A string that is exactly the name is a value (isValue), not code.
 func names(ts []token, name string) bool {
 	for _, t := range ts {
 		switch t.kind {

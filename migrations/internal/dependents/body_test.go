@@ -2,6 +2,23 @@ package dependents
 
 import "testing"
 
+func TestRefersToReadsValuesUnderBothNamesAsSafe(t *testing.T) {
+	for _, c := range []struct {
+		body string
+		want bool
+	}{
+		{`k := to_jsonb(NEW)->>'unique_key';`, true}, // NULL after the rename
+		{`k := coalesce(to_jsonb(NEW)->>'concurrency_key', to_jsonb(NEW)->>'unique_key');`, false},
+		{`k := TD['new']['unique_key']`, true}, // plpython, any quotes
+		{`k := TD["new"]["unique_key"]`, true},
+		{`-- unique_key` + "\n" + `RETURN 1;`, false},
+	} {
+		if got := refersTo(tokens(c.body), "unique_key", "concurrency_key"); got != c.want {
+			t.Errorf("refersTo(%q) = %v, want %v", c.body, got, c.want)
+		}
+	}
+}
+
 func TestNamesReadsIdentifiersNotCommentsNorValues(t *testing.T) {
 	for _, c := range []struct {
 		body string

@@ -88,8 +88,8 @@ func bodyFinding(t Target, schema, name, args, kind, src string, triggers, rowTy
 	}
 	object := fmt.Sprintf("%s(%s)", qualified(schema, name), safe(args))
 	f := Finding{Kind: what, Object: object}
-	if !names(ts, t.Column) {
-		return Finding{} // only a comment, a word containing it, or a value
+	if !refersTo(ts, t.Column, t.Rename) {
+		return Finding{} // only a comment, a word containing it, or a value read under both names
 	}
 	tables := rowTypes
 	for _, tb := range t.Tables {

@@ -140,3 +140,16 @@ func TestFilesForADatabaseRefuseToo(t *testing.T) {
 		t.Fatalf("FilesFor: %v, want the refusal over the trigger function", err)
 	}
 }
+
+// Reading the key as a value under the old name only would read NULL after
+// the rename: refused too.
+func TestTriggerReadingTheKeyAsAValueUnderTheOldNameOnlyIsRefused(t *testing.T) {
+	url := queue(t, legacy.SingleTable, `
+CREATE FUNCTION jobs_require_key() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF to_jsonb(NEW)->>'unique_key' IS NULL THEN RAISE 'a key is required'; END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER jobs_require_key BEFORE INSERT ON jobs FOR EACH ROW WHEN (NEW.job_type = 'keyed') EXECUTE FUNCTION jobs_require_key();`)
+	expectRefused(t, url, legacy.SingleTable, `function "public"."jobs_require_key"() (trigger "jobs_require_key" on "public"."jobs") names unique_key`)
+}
