@@ -428,8 +428,11 @@ func (in *inspection) drift() []string {
 	if in.state() != Migrated {
 		return nil
 	}
-	var out []string
+	out := in.plainJobsDrift()
 	for _, ci := range countingIndexes(in.l) {
+		if isPlainJobs(in.l) {
+			break // plainJobsDrift
+		}
 		if _, ok := in.equivalent(ci); ok {
 			continue
 		}

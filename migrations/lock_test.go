@@ -19,7 +19,7 @@ import (
 
 // A session holds a lock on the requests table for longer than the lock
 // timeout: up retries and succeeds once it lets go, and meanwhile writers
-// (which do not name the key column) never wait longer than the lock
+// (which follow the key column's rename) never wait longer than the lock
 // timeout. The bound is enforced by the server, not measured by the test:
 // every writer runs with lock_timeout = 2 x the migration's, so a longer wait
 // would fail its insert, and the test asserts that none failed.
@@ -78,14 +78,24 @@ func lockHolderCase(t *testing.T, late bool) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			keyCol := "unique_key"
 			for {
 				select {
 				case <-stop:
 					return
 				default:
 				}
-				_, err := conn.Exec(ctx, `INSERT INTO plainjobs_jobrequest (created_at, uuid, job_class, source) VALUES (now(), gen_random_uuid(), $1, 'writer')`,
+				// plain-jobs' tables have no column default: a writer names
+				// every NOT NULL column, the key column by the name it has
+				// (an old writer's statement fails once the cutover renamed
+				// it; this one follows, as the redeployed code does).
+				_, err := conn.Exec(ctx, `INSERT INTO plainjobs_jobrequest (created_at, uuid, job_class, source, priority, queue, retries, retry_attempt, `+keyCol+`)
+VALUES (now(), gen_random_uuid(), $1, 'writer', 0, 'default', 0, 0, '')`,
 					"app.jobs.Writer"+string(rune('A'+w)))
+				if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == "42703" && keyCol == "unique_key" {
+					keyCol = "concurrency_key"
+					continue
+				}
 				if err != nil {
 					failed.Add(1)
 					firstErr.CompareAndSwap(nil, err)
