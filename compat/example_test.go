@@ -96,8 +96,9 @@ func ExampleClient_RetrySweep() {
 	rep, err := c.RetrySweep(ctx, compat.RetryOptions{
 		// Each class's job type, rebuilt from the stored parameters: a
 		// retry is admitted under the limit its job value declares, as
-		// Enqueue reads it. A class not listed falls back to the legacy
-		// reading (limit 1 for a keyed job).
+		// Enqueue reads it. The sweep retries these classes only (and
+		// ClassNames): the classes plain-jobs' Python workers run are
+		// left to plain-jobs' own sweeper.
 		Classes: compat.Classes{
 			"app.jobs.ChargeJob": compat.Decode[ChargeJob],
 			"app.jobs.SendEmail": compat.Decode[SendEmail],
