@@ -2,6 +2,7 @@ package compat_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log"
 	"os"
@@ -28,6 +29,30 @@ func (ChargeJob) ConcurrencySkipRecord() bool { return true }
 type SendEmail struct{ To string }
 
 func (j SendEmail) UniqueKey() string { return "email-" + j.To }
+
+// SyncJob mirrors plain-jobs' default (one active job per non-empty key,
+// no limit without a key), the rule Go and Python writers share.
+type SyncJob struct{ Account string }
+
+func (j SyncJob) ConcurrencyKey() string        { return j.Account }
+func (j SyncJob) ConcurrencyLimit() (int, bool) { return 1, j.Account != "" }
+
+// A job for a class plain-jobs' Python workers run carries its parameters
+// in plain-jobs' shape.
+func ExamplePlainArgs() {
+	job := compat.Job{
+		Class: "app.jobs.SendWelcome", // run by a Python worker
+		Value: SyncJob{Account: "acct-7"},
+		Args:  compat.PlainArgs{Args: []any{"a@example.com"}, Kwargs: map[string]any{"urgent": true}},
+		Queue: "default", // a queue the Python workers serve
+	}
+	params, err := json.Marshal(job.Args)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(string(params), compat.CheckPlainArgs(params))
+	// Output: {"args":["a@example.com"],"kwargs":{"urgent":true}} <nil>
+}
 
 // ReportJob is scheduled every minute.
 type ReportJob struct{}
