@@ -113,9 +113,23 @@ func (in *inspection) renamedAtCutover(pi plainJobsIndex) bool {
 	return ok && pi.matches(old)
 }
 
+// laterName returns a valid index equivalent to pi under another name than
+// 0007's and 0.37's: plain-jobs' later migrations (0010, plain-jobs 0.46.5)
+// and its index convergence (0.47.1+) rename 0007's indexes, and up must
+// then not build them again.
+func (in *inspection) laterName(pi plainJobsIndex) (indexInfo, bool) {
+	for _, ix := range in.indexes[pi.table] {
+		if ix.name != pi.name && ix.name != pi.legacy && pi.matches(ix) {
+			return ix, true
+		}
+	}
+	return indexInfo{}, false
+}
+
 // plainJobsIndexSteps are up's steps for 0007's indexes on plain-jobs'
 // tables: each is there already, renamed from its 0.37 index at the
-// cutover, or built CONCURRENTLY under 0007's name.
+// cutover, or built CONCURRENTLY under 0007's name. Once the cutover is
+// done, an equivalent index under a later plain-jobs name counts too.
 func plainJobsIndexSteps(in *inspection) ([]step, error) {
 	l := in.l
 	var steps []step
@@ -125,9 +139,12 @@ func plainJobsIndexSteps(in *inspection) ([]step, error) {
 		s := step{name: "plain-jobs 0007 index " + layout.Ident(pi.name) + " on " + l.Table(pi.table), table: l.Table(pi.table),
 			lock: "SHARE UPDATE EXCLUSIVE (writers go on)", kind: stepConcurrent, sql: sql, index: l.Table(pi.name)}
 		ix, exists := in.find(pi.table, pi.name)
+		later, hasLater := in.laterName(pi)
 		switch {
 		case exists && ix.valid && pi.matches(ix):
 			s.skip = "already there"
+		case !exists && hasLater && !in.needsCutover():
+			s.skip = "there as " + layout.Ident(later.name) + ", the name plain-jobs' later migrations give it"
 		case in.renamedAtCutover(pi):
 			s.skip = "the cutover renames " + layout.Ident(pi.legacy) + " to it (the same index once the key column is renamed)"
 		case exists && ix.valid:
@@ -194,6 +211,9 @@ func (in *inspection) plainJobsDrift() []string {
 	}
 	var out []string
 	for _, pi := range plainJobs0007Indexes {
+		if _, ok := in.laterName(pi); ok {
+			continue
+		}
 		if ix, ok := in.find(pi.table, pi.name); !ok || !pi.matches(ix) {
 			out = append(out, fmt.Sprintf("plain-jobs 0007 index %s on %s is missing or not (%s)", layout.Ident(pi.name), in.l.Table(pi.table), pi.columnsWith(layout.KeyColumn)))
 		}

@@ -205,6 +205,18 @@ func TestUpOnPlainJobsEndsWhere0007Does(t *testing.T) {
 	if d := diffMaps("index", after0010.indexes, got0010.indexes); len(slices.DeleteFunc(d, func(l string) bool { return strings.Contains(l, "_concurrency_key_c_idx") })) > 0 {
 		t.Errorf("after plain-jobs 0009 and 0010, up's indexes differ from 0007's:\n%s", strings.Join(d, "\n"))
 	}
+	// The tool sees plain-jobs' later names as its indexes: no drift, and
+	// up again builds nothing.
+	st, err := migrations.Status(ctx, url, s.Layout)
+	if err != nil || st.State != migrations.Migrated || len(st.Drift) > 0 {
+		t.Errorf("status after plain-jobs 0010: %+v %v; want migrated without drift", st, err)
+	}
+	if _, err := migrations.Up(ctx, url, s.Layout, migrations.Options{}); err != nil {
+		t.Errorf("up after plain-jobs 0010: %v", err)
+	}
+	if d := diffMaps("index", got0010.indexes, readPlainShape(t, conn).indexes); len(d) > 0 {
+		t.Errorf("up after plain-jobs 0010 changed the indexes:\n%s", strings.Join(d, "\n"))
+	}
 	if _, err := ref.Exec(ctx, "BEGIN;\n"+legacy.PlainJobs0009And0010+"\nCOMMIT;"); err == nil {
 		t.Error("running plain-jobs 0010 twice succeeded: the test cannot see a rename that fails")
 	}
