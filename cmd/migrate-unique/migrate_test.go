@@ -40,7 +40,7 @@ func TestMigrationCommandsEndToEnd(t *testing.T) {
 		want []string
 	}{
 		{[]string{"status", "--database", db}, 0, []string{"state:    legacy", "key column unique_key", "invalid indexes of ours: none"}},
-		{[]string{"plan", "--database", db}, 0, []string{"state:    legacy", "CREATE TABLE IF NOT EXISTS", "lock:  ACCESS EXCLUSIVE (short)", "rows", "reuses the equivalent index"}},
+		{[]string{"plan", "--database", db}, 0, []string{"state:    legacy", "CREATE TABLE IF NOT EXISTS", "lock:  ACCESS EXCLUSIVE (short)", "rows", "the cutover renames \"job_request_class_unique_key\" to it"}},
 		{[]string{"up", "--database", db, "--lock-timeout", "1s", "--max-attempts", "3"}, 0, []string{"step 1/", "cutover", "up: legacy -> migrated", "longest lock"}},
 		{[]string{"up", "--database", db}, 0, []string{"already migrated"}},
 		{[]string{"status", "--database", db}, 0, []string{"state:    migrated", "key column concurrency_key", "saved:    CREATE UNIQUE INDEX plainjobs_jobrequest_unique_job_class_key"}},
