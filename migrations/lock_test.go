@@ -249,3 +249,36 @@ func TestPreflightRefusesALongIdleTransaction(t *testing.T) {
 		t.Fatalf("a refused up changed the database:\n%s", d)
 	}
 }
+
+// A session that holds a lock on the same table in another database (a
+// copy made from the same template has the same relation oids) is not a
+// session on the queue: the preflight goes on.
+func TestPreflightIgnoresOtherDatabases(t *testing.T) {
+	ctx := context.Background()
+	s := legacy.PlainJobs
+	url, other := legacyDB(t, s), legacyDB(t, s)
+	tx, err := testdb.Connect(t, other).Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck
+	if _, err := tx.Exec(ctx, "SELECT 1 FROM plainjobs_jobrequest LIMIT 1"); err != nil {
+		t.Fatal(err)
+	}
+	var same bool
+	if err := testdb.Connect(t, url).QueryRow(ctx, "SELECT 'plainjobs_jobrequest'::regclass::oid = $1", relOID(t, other, "plainjobs_jobrequest")).Scan(&same); err != nil || !same {
+		t.Fatalf("the two copies of the template do not share the table's oid (%v): the test cannot show what it is about", err)
+	}
+	if _, err := migrations.Up(ctx, url, s.Layout, migrations.Options{LongTransaction: time.Nanosecond}); err != nil {
+		t.Fatalf("up with a long transaction in another database: %v", err)
+	}
+}
+
+func relOID(t *testing.T, url, table string) uint32 {
+	t.Helper()
+	var oid uint32
+	if err := testdb.Connect(t, url).QueryRow(context.Background(), "SELECT $1::regclass::oid", table).Scan(&oid); err != nil {
+		t.Fatal(err)
+	}
+	return oid
+}
