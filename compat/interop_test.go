@@ -504,3 +504,42 @@ func TestInteropPythonClassesTakePlainArgs(t *testing.T) {
 		t.Fatalf("go class: %+v %v", res, err)
 	}
 }
+
+// pyClaim is plain-jobs 0.38's worker loop claiming its next request
+// (workers.py Worker.run, commit 01b6986d798b4df9f80370c8bcbbdbc1b66f4783):
+// any class, only the worker's queues.
+const pyClaim = `SELECT "id", "job_class" FROM "plainjobs_jobrequest"
+WHERE ("queue" IN ('default') AND ("start_at" IS NULL OR "start_at" <= now()))
+ORDER BY "priority" ASC, "start_at" DESC, "created_at" DESC LIMIT 1 FOR UPDATE SKIP LOCKED`
+
+// A plain-jobs worker claims the jobs of its queues whatever their class:
+// a Go class stays out of its reach only in a queue it does not serve.
+func TestInteropPythonWorkersClaimByQueue(t *testing.T) {
+	q := newQueue(t, legacy.PlainJobs, true)
+	ctx := t.Context()
+	goJob, err := q.c.Enqueue(ctx, Job{Class: "go.Charge", Queue: "go"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim := func() (id int64, class string) {
+		t.Helper()
+		err := q.pool.QueryRow(ctx, pyClaim).Scan(&id, &class)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return 0, ""
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id, class
+	}
+	if id, class := claim(); id != 0 {
+		t.Fatalf("a worker of queue default claimed %s %d; want nothing (the Go job %d is in queue go)", class, id, goJob.ID)
+	}
+	misplaced, err := q.c.Enqueue(ctx, Job{Class: "go.Charge"}) // Queue "" is "default"
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id, class := claim(); id != misplaced.ID || class != "go.Charge" {
+		t.Fatalf("claimed %s %d; want the Go job %d of queue default, which the Python worker cannot run", class, id, misplaced.ID)
+	}
+}
