@@ -466,23 +466,35 @@ func (s *schema) skipRecordQuery(adm *admission, sk *Skip, at time.Time, out *in
 	var a sqlArgs
 	cols, vals := s.rowText(t, &a)
 	a = s.rowArgs(t, adm, SkipRecordState, a[:0:0])
-	add := func(col, val string) {
-		if t.has(col) {
-			cols = append(cols, layout.Ident(col))
-			vals = append(vals, val)
-		}
+	for _, e := range s.skipRecordExtras(a.add) {
+		cols, vals = append(cols, layout.Ident(e[0])), append(vals, e[1])
 	}
-	if !s.l.SingleTable() {
-		add("job_request_uuid", "gen_random_uuid()")
-		add("job_process_uuid", "gen_random_uuid()")
-		add("ended_at", "now()")
-		add("status", a.add(SkipRecordStatus))
-	} else {
-		add("finished_at", "now()")
-	}
-	add(layout.SkipMetadataColumn, a.add(string(meta))+"::jsonb")
+	cols, vals = append(cols, layout.Ident(layout.SkipMetadataColumn)), append(vals, a.add(string(meta))+"::jsonb")
 	sql := "INSERT INTO " + s.l.Table(t.name) + " (" + strings.Join(cols, ", ") + ") VALUES (" + strings.Join(vals, ", ") + ") RETURNING " + layout.Ident(s.idColumn())
 	return query{sql: sql, args: a, scan: func(r Row) error { return r.Scan(out) }}, nil
+}
+
+// skipRecordExtras lists the columns, and their expressions, that a skip
+// record fills beyond a new row's and its metadata; param renders the
+// status's parameter.
+func (s *schema) skipRecordExtras(param func(any) string) [][2]string {
+	t := s.results
+	fixed := [][2]string{{"finished_at", "now()"}}
+	if !s.l.SingleTable() {
+		// plain-jobs' error column is NOT NULL without a default (its
+		// migrations create none; Python fills it with "").
+		fixed = [][2]string{{"job_request_uuid", "gen_random_uuid()"}, {"job_process_uuid", "gen_random_uuid()"}, {"ended_at", "now()"}, {"error", "''"}}
+	}
+	var extras [][2]string
+	for _, e := range fixed {
+		if t.has(e[0]) {
+			extras = append(extras, e)
+		}
+	}
+	if !s.l.SingleTable() && t.has("status") {
+		extras = append(extras, [2]string{"status", param(SkipRecordStatus)})
+	}
+	return extras
 }
 
 // skipMetadataJSON is sk's skip metadata as JSON.

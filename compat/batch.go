@@ -616,21 +616,8 @@ func (s *schema) batchSkipRecordsQuery(adms []*admission, sks []*Skip, at time.T
 		})
 		vals = append(vals, strings.Replace(f.expr, "?", "r."+name, 1))
 	}
-	add := func(c, val string) {
-		if t.has(c) {
-			insCols = append(insCols, layout.Ident(c))
-			vals = append(vals, val)
-		}
-	}
-	if !s.l.SingleTable() {
-		add("job_request_uuid", "gen_random_uuid()")
-		add("job_process_uuid", "gen_random_uuid()")
-		add("ended_at", "now()")
-		if t.has("status") {
-			add("status", a.add(SkipRecordStatus))
-		}
-	} else {
-		add("finished_at", "now()")
+	for _, e := range s.skipRecordExtras(a.add) {
+		insCols, vals = append(insCols, layout.Ident(e[0])), append(vals, e[1])
 	}
 	var metaErr error
 	col("meta", "jsonb", func(arr *pgArray) {
@@ -645,7 +632,7 @@ func (s *schema) batchSkipRecordsQuery(adms []*admission, sks []*Skip, at time.T
 	if metaErr != nil {
 		return query{}, metaErr
 	}
-	add(layout.SkipMetadataColumn, "r.meta")
+	insCols, vals = append(insCols, layout.Ident(layout.SkipMetadataColumn)), append(vals, "r.meta")
 	sql := "INSERT INTO " + s.l.Table(t.name) + " (" + strings.Join(insCols, ", ") + ")\nSELECT " + strings.Join(vals, ", ") +
 		"\nFROM unnest(" + strings.Join(arrays, ", ") + ") AS r(" + strings.Join(cols, ", ") + ")\nRETURNING " + layout.Ident(s.idColumn()) + "::bigint"
 	return query{sql: sql, args: a, rows: func(r Rows) error {
@@ -678,7 +665,7 @@ func (c *Client) admitBatch(ctx context.Context, db DB, s *schema, adms []*admis
 	if inTx {
 		qs = append(qs, restoreQuery())
 	}
-	if err := c.runAdmission(ctx, db, qs); err != nil {
+	if err := c.admitStatements(ctx, db, s, qs); err != nil {
 		return nil, c.admitError(adms, err)
 	}
 	res := make([]Result, len(adms))

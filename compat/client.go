@@ -320,6 +320,11 @@ func (c *Client) prepare(s *schema, jobs []Job, sc trace.SpanContext) ([]*admiss
 			}
 			adm.job.args = string(b)
 		}
+		if c.o.python[j.Class] {
+			if err := checkPlainArgs(j.Class, adm.job.args); err != nil {
+				return nil, fmt.Errorf("compat: job %d: %w", i, err)
+			}
+		}
 		if sc.IsValid() {
 			adm.job.traceID, adm.job.spanID = sc.TraceID().String(), sc.SpanID().String()
 		}
@@ -371,7 +376,7 @@ func (c *Client) admit(ctx context.Context, db DB, s *schema, adms []*admission)
 	if inTx {
 		qs = append(qs, restoreQuery())
 	}
-	if err := c.runAdmission(ctx, db, qs); err != nil {
+	if err := c.admitStatements(ctx, db, s, qs); err != nil {
 		return nil, c.admitError(adms, err)
 	}
 	res := make([]Result, len(adms))
@@ -411,18 +416,18 @@ func (c *Client) admit(ctx context.Context, db DB, s *schema, adms []*admission)
 	return res, nil
 }
 
-// runAdmission runs an admission's statements as one transaction, beginning
-// it explicitly at READ COMMITTED from then on when the session's default
-// isolation proves to be above it.
-func (c *Client) runAdmission(ctx context.Context, db DB, qs []query) error {
+// admitStatements runs an admission's statements as one transaction
+// (runAdmission), beginning it explicitly at READ COMMITTED from then on
+// when the session's default isolation proves to be above it.
+func (c *Client) admitStatements(ctx context.Context, db DB, s *schema, qs []query) error {
 	inTx := db.InTx()
-	err := c.run(ctx, db, qs)
+	err := c.runAdmission(ctx, db, s, qs)
 	if isIsolationError(err) && !inTx && !c.explicitTx.Load() {
 		// Our own transaction runs at the session's default isolation,
 		// which is above READ COMMITTED here: from now on begin it
 		// explicitly at READ COMMITTED.
 		c.explicitTx.Store(true)
-		err = c.run(ctx, db, qs)
+		err = c.runAdmission(ctx, db, s, qs)
 	}
 	return err
 }
