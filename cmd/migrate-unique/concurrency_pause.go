@@ -43,9 +43,9 @@ func runConcurrencyPause(ctx context.Context, e *env, args []string) error {
 		return f.explain(ctx, db, err)
 	}
 	shown := escapeControl(class)
-	verb := "paused"
+	verb := "paused:"
 	if already {
-		verb = "was already paused; reason updated:"
+		verb = "was already paused (reason updated):"
 	}
 	fmt.Fprintf(e.stdout, "class %s %s no job of the class is admitted or started: neither its keyless jobs (group %s) nor any keyed group (%s::KEY, every key); jobs holding a slot finish, pending jobs stay queued; 'migrate-unique concurrency resume %s' lifts it\n",
 		shown, verb, shown, shown, shellArg(class))

@@ -1,0 +1,204 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/migrate-unique/migrate-unique/compat"
+	"github.com/migrate-unique/migrate-unique/layout"
+)
+
+var (
+	builtOnce sync.Once
+	builtBin  string
+	builtErr  error
+)
+
+// builtTool builds this command once per test binary, as users do, and
+// returns its path.
+func builtTool(t *testing.T) string {
+	t.Helper()
+	builtOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "migrate-unique-bin-")
+		if err != nil {
+			builtErr = err
+			return
+		}
+		builtBin = dir + "/migrate-unique"
+		if out, err := exec.Command("go", "build", "-o", builtBin, ".").CombinedOutput(); err != nil {
+			builtErr = errors.New(string(out))
+		}
+	})
+	if builtErr != nil {
+		t.Fatalf("go build: %v", builtErr)
+	}
+	return builtBin
+}
+
+// runBin runs the built command and returns its exit code and outputs.
+func runBin(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	cmd := exec.Command(builtTool(t), args...)
+	cmd.Env = append(os.Environ(), "DATABASE_URL=")
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		code = ee.ExitCode()
+	default:
+		t.Fatalf("%v: %v", args, err)
+	}
+	return code, out.String(), errOut.String()
+}
+
+// mustJSON runs the built command, which must exit want, and decodes its
+// stdout, which must be exactly one JSON object, into v (unknown fields
+// are an error: the schema is what the docs say).
+func mustJSON(t *testing.T, want int, v any, args ...string) string {
+	t.Helper()
+	code, out, errOut := runBin(t, args...)
+	if code != want {
+		t.Fatalf("%v: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", args, code, want, out, errOut)
+	}
+	dec := json.NewDecoder(strings.NewReader(out))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		t.Fatalf("%v: stdout is not the documented JSON object: %v\n%s", args, err, out)
+	}
+	if dec.More() {
+		t.Fatalf("%v: stdout holds more than one JSON value:\n%s", args, out)
+	}
+	return errOut
+}
+
+// TestConcurrencyStatusCountsJobsAndPausesAClass: status shows a group's
+// queued and running jobs from the queue's tables next to its limit, its
+// override and its slots (text and JSON); pause stops the class's keyless
+// and keyed jobs in admission and slot acquisition (through compat), status
+// shows it, and resume lifts it.
+func TestConcurrencyStatusCountsJobsAndPausesAClass(t *testing.T) {
+	db := plainJobsDB(t)
+	if code, out, errOut := runCLI(t, "up", "--database", db); code != 0 {
+		t.Fatalf("up: %d\n%s%s", code, out, errOut)
+	}
+	ctx := t.Context()
+	pool, err := pgxpool.New(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	c, err := compat.NewClient(compat.Pgx(pool), layout.PlainJobs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	slots, err := compat.NewSlots(compat.Pgx(pool), layout.PlainJobs(), compat.SlotsOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const class = "runbook.Charge"
+	group := class + "::c-8"
+	enqueue := func(v any) compat.Result {
+		t.Helper()
+		res, err := c.Enqueue(ctx, compat.Job{Class: class, Value: v})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	for range 3 {
+		if !enqueue(compat.Limit("c-8", 3)).Inserted() {
+			t.Fatal("a job of c-8 was refused under its limit 3")
+		}
+	}
+	// One of them starts: its request becomes a process row.
+	if _, err := pool.Exec(ctx, `WITH r AS (DELETE FROM plainjobs_jobrequest WHERE id = (SELECT min(id) FROM plainjobs_jobrequest WHERE concurrency_key = 'c-8') RETURNING *)
+INSERT INTO plainjobs_jobprocess (created_at, uuid, job_class, source, concurrency_key, job_request_uuid, started_at)
+SELECT now(), gen_random_uuid(), job_class, source, concurrency_key, uuid, now() FROM r`); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errOut := runBin(t, "concurrency", "set", group, "--limit", "2", "--reason", "card processor slow", "--database", db); code != 0 {
+		t.Fatalf("set: %d %s %s", code, out, errOut)
+	}
+	if _, ok, err := slots.Acquire(ctx, group, 3, "job-1", "w1", 60e9); err != nil || !ok {
+		t.Fatalf("acquire: %v %v", ok, err)
+	}
+
+	var st statusJSON
+	mustJSON(t, 0, &st, "concurrency", "status", group, "--json", "--database", db)
+	if len(st.Groups) != 1 || len(st.PausedClasses) != 0 || st.QueueNote != "" {
+		t.Fatalf("status --json: %+v", st)
+	}
+	g := st.Groups[0]
+	if g.Group != group || g.Class != class || g.Key != "c-8" || g.Limit == nil || *g.Limit != 2 || g.LimitSource != "override" ||
+		!g.Override || g.OverrideReason != "card processor slow" || g.Paused || g.PauseReason != "" ||
+		g.Queued == nil || *g.Queued != 2 || g.Running == nil || *g.Running != 1 ||
+		g.SlotsHeld != 1 || g.SlotsOverLimit != 0 || len(g.Slots) != 1 || g.Slots[0].JobID != "job-1" || len(g.RescheduledJobs) != 0 || len(g.LockHolders) != 0 {
+		t.Fatalf("status --json group: %+v", g)
+	}
+	code, out, _ := runBin(t, "concurrency", "status", "--database", db)
+	if code != 0 || !strings.Contains(out, "GROUP                LIMIT                              QUEUED  RUNNING  SLOTS HELD  OVER LIMIT  RESCHEDULED") ||
+		!strings.Contains(out, "runbook.Charge::c-8  2 (override: card processor slow)  2       1        1           0           0") {
+		t.Fatalf("status: %d\n%s", code, out)
+	}
+
+	code, out, errOut := runBin(t, "concurrency", "pause", class, "--reason", "incident 7", "--database", db)
+	if code != 0 || !strings.Contains(out, "class runbook.Charge paused: no job of the class is admitted or started: neither its keyless jobs (group runbook.Charge) nor any keyed group (runbook.Charge::KEY, every key)") {
+		t.Fatalf("pause: %d %q %q", code, out, errOut)
+	}
+	for _, v := range []any{struct{}{}, compat.Limit("", 9), compat.Limit("c-8", 3), compat.Limit("c-9", 3), compat.Identity{Key: "c-10"}} {
+		if res := enqueue(v); res.Inserted() || res.Skipped.Limit != 0 {
+			t.Errorf("enqueue %+v while the class is paused: %+v", v, res.Skipped)
+		}
+	}
+	for _, g := range []string{class, group, class + "::c-9"} {
+		if _, ok, err := slots.Acquire(ctx, g, 3, "job-x", "w1", 60e9); err != nil || ok {
+			t.Errorf("acquire %s while paused: %v %v", g, ok, err)
+		}
+	}
+	st = statusJSON{}
+	mustJSON(t, 0, &st, "concurrency", "status", "--json", "--database", db)
+	if len(st.PausedClasses) != 1 || st.PausedClasses[0].Class != class || st.PausedClasses[0].Reason != "incident 7" || st.PausedClasses[0].Since.IsZero() {
+		t.Fatalf("status --json paused classes: %+v", st.PausedClasses)
+	}
+	byName := map[string]groupJSON{}
+	for _, g := range st.Groups {
+		byName[g.Group] = g
+	}
+	for _, name := range []string{class, group} {
+		g := byName[name]
+		if !g.Paused || g.PauseReason != "incident 7" || g.Limit == nil || *g.Limit != 0 || g.LimitSource != "class_pause" {
+			t.Errorf("status --json %s while paused: %+v", name, g)
+		}
+	}
+	code, out, _ = runBin(t, "concurrency", "status", "--database", db)
+	if code != 0 || !strings.Contains(out, "class runbook.Charge is PAUSED since") || !strings.Contains(out, "0 (class paused: incident 7)") {
+		t.Fatalf("status while paused: %d\n%s", code, out)
+	}
+	if code, _, errOut := runBin(t, "concurrency", "pause", group, "--database", db); code != 2 || !strings.Contains(errOut, "a pause takes the class alone (runbook.Charge)") {
+		t.Errorf("pause of a group: %d %q", code, errOut)
+	}
+
+	if code, out, errOut := runBin(t, "concurrency", "resume", class, "--database", db); code != 0 || !strings.Contains(out, "class runbook.Charge resumed") {
+		t.Fatalf("resume: %d %q %q", code, out, errOut)
+	}
+	if res := enqueue(compat.Limit("c-9", 3)); !res.Inserted() {
+		t.Errorf("enqueue after resume: %+v", res.Skipped)
+	}
+	if res := enqueue(compat.Limit("c-8", 3)); res.Inserted() || res.Skipped.Limit != 2 {
+		t.Errorf("the group's own override after resume: %+v", res.Skipped)
+	}
+	if code, out, _ := runBin(t, "concurrency", "resume", class, "--database", db); code != 0 || !strings.Contains(out, "was not paused; nothing changed") {
+		t.Errorf("second resume: %d %q", code, out)
+	}
+}
