@@ -2,6 +2,7 @@ package migrations
 
 import (
 	"context"
+	"fmt"
 	"strings"
 
 	"github.com/migrate-unique/migrate-unique/layout"
@@ -18,6 +19,9 @@ type PlannedStep struct {
 	// Rows and Bytes are the size of the queue tables it touches (row
 	// count from the planner's estimate).
 	Rows, Bytes int64
+	// RowsUnknown says that a table it touches was never analysed, so Rows
+	// leaves its rows out (the planner has no estimate).
+	RowsUnknown bool
 	// Skip says why the step has nothing to do, or "".
 	Skip string
 	// Concurrent steps run outside any transaction (CONCURRENTLY).
@@ -45,19 +49,27 @@ type PlanResult struct {
 // nothing. A fatal preflight finding is returned in PlanResult.Findings, not
 // as an error; a layout that is not found is a *NotFoundError.
 func Plan(ctx context.Context, databaseURL string, l layout.Layout) (*PlanResult, error) {
-	r, err := newRunner(ctx, databaseURL, l, Options{}, "plan")
+	return PlanWith(ctx, databaseURL, l, Options{})
+}
+
+// PlanWith is Plan under the options Up would run with: the preflight is
+// Up's (LongTransaction), and the steps' SQL is what Up runs
+// (LockTimeout), so a fatal finding here is a refusal of Up with the same
+// options.
+func PlanWith(ctx context.Context, databaseURL string, l layout.Layout, opts Options) (*PlanResult, error) {
+	r, err := newRunner(ctx, databaseURL, l, opts, "plan")
 	if err != nil {
 		return nil, err
 	}
 	defer r.close()
 	res := &PlanResult{}
 	if r.pooler != nil {
-		res.Findings = append(res.Findings, Finding{Fatal: true, Message: r.pooler.Error()})
+		res.Findings = append(res.Findings, Finding{Fatal: true, Kind: "pooler", Message: r.pooler.Error(), Action: "connect directly to PostgreSQL"})
 	}
 	if h, err := r.holder(ctx); err != nil {
 		return nil, err
 	} else if h != nil {
-		res.Findings = append(res.Findings, Finding{Fatal: true, Message: h.Error()})
+		res.Findings = append(res.Findings, Finding{Fatal: true, Kind: "run_lock", Object: fmt.Sprintf("pid %d", h.PID), Message: h.Error()})
 	}
 	in, findings, err := r.preflight(ctx, "up")
 	if pe, ok := err.(*PreflightError); ok {
@@ -84,6 +96,7 @@ func Plan(ctx context.Context, databaseURL string, l layout.Layout) (*PlanResult
 			if strings.Contains(s.table, r.l.Table(t.name)) {
 				ps.Rows += t.rows
 				ps.Bytes += t.bytes
+				ps.RowsUnknown = ps.RowsUnknown || t.rowsUnknown
 			}
 		}
 		res.Steps = append(res.Steps, ps)
