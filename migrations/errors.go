@@ -99,12 +99,14 @@ func (e *NotFoundError) Error() string {
 // DuplicateGroup is a group that breaks the unique rule down would restore.
 type DuplicateGroup struct {
 	// Table and Index name the rule.
-	Table, Index string
+	Table string `json:"table"`
+	Index string `json:"index"`
 	// Class and Key are the group's class and key (Key is every key column
 	// joined with ", " when the rule has more than class and key).
-	Class, Key string
+	Class string `json:"class"`
+	Key   string `json:"key"`
 	// Count is the number of rows the group has under the rule.
-	Count int64
+	Count int64 `json:"count"`
 }
 
 // DuplicatesError is returned by Down when groups break the old unique
