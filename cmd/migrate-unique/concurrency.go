@@ -209,6 +209,12 @@ func runConcurrencyRelease(ctx context.Context, e *env, args []string) error {
 	}
 	defer db.close()
 	l, err := db.slots.ForceRelease(ctx, pos[0], slot)
+	if errors.Is(err, compat.ErrSlotArgument) {
+		// The arguments are checked above: what is left is a slot the
+		// group does not have, a fact about the database, not a usage
+		// error.
+		return fmt.Errorf("group %s has no slot %d; nothing was freed ('migrate-unique concurrency status %s' lists its slots)", strconv.Quote(pos[0]), slot, shellArg(pos[0]))
+	}
 	if err != nil {
 		return f.explain(ctx, db, err)
 	}

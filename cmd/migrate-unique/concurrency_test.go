@@ -103,7 +103,7 @@ func TestConcurrencyCommands(t *testing.T) {
 		t.Fatalf("the old holder's release after a forced release: %v, want ErrLeaseLost", err)
 	}
 	code, _, errOut = runCLI(t, "concurrency", "release", g, "9", "--force", "--database", url)
-	if code != 2 || !strings.Contains(errOut, `group "Mailer::acct-1" has no slot 9`) {
+	if code != 1 || !strings.Contains(errOut, `group "Mailer::acct-1" has no slot 9`) {
 		t.Fatalf("release of an unknown slot: %d %q", code, errOut)
 	}
 
@@ -330,7 +330,7 @@ func TestConcurrencyCommandsThroughPgBouncer(t *testing.T) {
 		} {
 			code, out, errOut := runCLI(t, append(c.args, "--database", pooled)...)
 			if c.want == "" { // release of a free slot: the group has no slot 1
-				if code != 2 || !strings.Contains(errOut, "has no slot 1") {
+				if code != 1 || !strings.Contains(errOut, "has no slot 1") {
 					t.Errorf("round %d: %v: exit %d, %q %q", i, c.args, code, out, errOut)
 				}
 				continue

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -200,5 +201,106 @@ SELECT now(), gen_random_uuid(), job_class, source, concurrency_key, uuid, now()
 	}
 	if code, out, _ := runBin(t, "concurrency", "resume", class, "--database", db); code != 0 || !strings.Contains(out, "was not paused; nothing changed") {
 		t.Errorf("second resume: %d %q", code, out)
+	}
+}
+
+// TestReadmeInstallLineWorks runs README's install line from the clone's
+// root, as written, into a temporary GOBIN, and the binary it installs.
+func TestReadmeInstallLineWorks(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var line string
+	for _, l := range strings.Split(string(readme), "\n") {
+		if strings.HasPrefix(strings.TrimSpace(l), "go install ") {
+			line = strings.TrimSpace(l)
+			break
+		}
+	}
+	args := strings.Fields(strings.SplitN(line, "#", 2)[0])
+	if len(args) != 3 || args[2] != "./cmd/migrate-unique" {
+		t.Fatalf("README's install line is %q, want go install ./cmd/migrate-unique", line)
+	}
+	gobin := t.TempDir()
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Dir = "../.."
+	cmd.Env = append(os.Environ(), "GOBIN="+gobin, "GOWORK=off", "GOPROXY=off", "GOTOOLCHAIN=local")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", line, err, out)
+	}
+	out, err := exec.Command(gobin+"/migrate-unique", "version").CombinedOutput()
+	if err != nil || !strings.HasPrefix(string(out), "migrate-unique ") {
+		t.Fatalf("the installed binary: %v\n%s", err, out)
+	}
+}
+
+// TestDocsGiveNoBrokenCommand: no page tells the reader to install a
+// version that is not published, or to pass go vet an empty -vettool.
+func TestDocsGiveNoBrokenCommand(t *testing.T) {
+	pages, err := filepath.Glob("../../docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, page := range append(pages, "../../README.md") {
+		b, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			lower := strings.ToLower(line)
+			if strings.Contains(line, "migrate-unique@latest") ||
+				strings.Contains(line, "vettool=$(which") && !strings.Contains(lower, "never") && !strings.HasPrefix(strings.TrimSpace(line), "`-vettool=$(which") {
+				t.Errorf("%s:%d: %s", page, i+1, line)
+			}
+		}
+	}
+}
+
+// TestNoise: the small things a first operator tripped on.
+func TestNoise(t *testing.T) {
+	// A bad flag value says what is wrong in one line, not the whole help.
+	code, out, errOut := runBin(t, "concurrency", "set", "G", "--limit", "abc", "--database", "postgres://x@127.0.0.1:1/x")
+	if code != 2 || out != "" || strings.Count(strings.TrimSpace(errOut), "\n") != 0 || !strings.Contains(errOut, `invalid value "abc" for flag -limit`) ||
+		!strings.Contains(errOut, "run 'migrate-unique concurrency set -h' for its flags") || strings.Contains(errOut, "Usage:") {
+		t.Errorf("--limit abc: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	// -h still prints the whole help.
+	if code, _, errOut := runBin(t, "plan", "-h"); code != 0 || !strings.Contains(errOut, "Usage: migrate-unique plan") || !strings.Contains(errOut, "-summary") {
+		t.Errorf("plan -h: exit %d\n%s", code, errOut)
+	}
+
+	goIn := func(dir string, args ...string) (string, int) {
+		t.Helper()
+		cmd := exec.Command(builtTool(t), args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off", "GOPROXY=off", "GOTOOLCHAIN=local")
+		b, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return string(b), ee.ExitCode()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b), 0
+	}
+	// One finding is "1 finding".
+	one := t.TempDir()
+	writeFiles(t, one, map[string]string{
+		"go.mod": "module example.com/one\n\ngo 1.22\n",
+		"one.go": "package one\n\ntype J struct{}\n\nfunc (J) UniqueKey() string { return \"k\" }\nfunc (J) Run() error        { return nil }\n",
+	})
+	if out, code := goIn(one, "lint", "./..."); code != 1 || !strings.Contains(out, "\n1 finding, 1 with a fix") {
+		t.Errorf("lint with one finding: exit %d\n%s", code, out)
+	}
+	// A module that does not build: each error once.
+	broken := t.TempDir()
+	writeFiles(t, broken, map[string]string{
+		"go.mod":    "module example.com/broken\n\ngo 1.22\n",
+		"broken.go": "package broken\n\ntype J struct{}\n\nfunc (J) UniqueKey() string { return undefinedThing }\nfunc (J) Run() error        { return nil }\n",
+	})
+	if out, code := goIn(broken, "rewrite", "-diff", "./..."); code != 2 || strings.Count(out, "undefined: undefinedThing") != 1 {
+		t.Errorf("rewrite of a broken module: exit %d, want 2 and the error once:\n%s", code, out)
 	}
 }
