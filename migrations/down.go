@@ -27,48 +27,21 @@ func Down(ctx context.Context, databaseURL string, l layout.Layout, opts Options
 		return nil, err
 	}
 	defer r.close()
-	if rep.Before == Legacy {
-		rep.After = Legacy
-		if !in.runtimeLeft() {
-			r.printf("not migrated: nothing to roll back\n")
-			return rep, nil
-		}
-		// An earlier down kept runtime tables that held operator data:
-		// drop what holds nothing now (or everything, when told to).
-		steps, err := r.runtimeDownSteps(in)
-		if err != nil {
-			return nil, err
-		}
-		after, err := r.run(ctx, steps, rep, start)
-		if after != nil {
-			rep.KeptObjects = kept(ctx, r, after)
-			rep.Kept = keptLines(rep.KeptObjects)
-		}
-		if err != nil {
-			return rep, err
-		}
-		r.printKept(rep)
-		r.printf("%s\n", rep.Summary())
-		return rep, nil
-	}
-	var saved []SavedUnique
-	if in.version != nil {
-		saved = in.version.saved
-	}
-	rep.Saved = saved
-	if len(saved) == 0 && in.needsRenameBack() {
-		f := Finding{Message: "no unique rule was saved for this layout (it was not migrated by this tool, or its cutover never ran): down renames the column back but restores no unique rule"}
+	findings, steps, err := r.downWork(ctx, in)
+	for _, f := range findings {
 		rep.Findings = append(rep.Findings, f)
 		r.printf("preflight %s\n", f)
 	}
-	if groups, err := scanDuplicates(ctx, r.conn, r.l, saved); err != nil {
-		return nil, err
-	} else if len(groups) > 0 {
-		return nil, &DuplicatesError{Groups: groups}
-	}
-	steps, err := r.downSteps(in, saved)
 	if err != nil {
 		return nil, err
+	}
+	if len(steps) == 0 {
+		rep.After = Legacy
+		r.printf("not migrated: nothing to roll back\n")
+		return rep, nil
+	}
+	if in.version != nil {
+		rep.Saved = in.version.saved
 	}
 	after, err := r.run(ctx, steps, rep, start)
 	if after != nil {
@@ -90,6 +63,36 @@ func (r *runner) printKept(rep *Report) {
 	if len(rep.KeptObjects) > 0 {
 		r.printf("the queue is rolled back; the runtime is not in use. Run 'migrate-unique down' again once they hold nothing, or 'migrate-unique down --drop-operator-data' to drop them with their rows now; 'migrate-unique up' migrates again and uses them\n")
 	}
+}
+
+// downWork is what Down does from in, for Down and PlanDown alike: the
+// findings beyond the preflight's, and the steps (none: nothing to roll
+// back), or a *DuplicatesError when groups break a saved unique rule. On a
+// legacy layout it is what an earlier down kept (runtime tables, the
+// skip-metadata column), dropped again.
+func (r *runner) downWork(ctx context.Context, in *inspection) ([]Finding, []step, error) {
+	if in.state() == Legacy {
+		if !in.runtimeLeft() {
+			return nil, nil, nil
+		}
+		steps, err := r.runtimeDownSteps(in)
+		return nil, steps, err
+	}
+	var saved []SavedUnique
+	if in.version != nil {
+		saved = in.version.saved
+	}
+	var fs []Finding
+	if len(saved) == 0 && in.needsRenameBack() {
+		fs = append(fs, Finding{Kind: "no_saved_rule", Message: "no unique rule was saved for this layout (it was not migrated by this tool, or its cutover never ran): down renames the column back but restores no unique rule"})
+	}
+	if groups, err := scanDuplicates(ctx, r.conn, r.l, saved); err != nil {
+		return fs, nil, err
+	} else if len(groups) > 0 {
+		return fs, nil, &DuplicatesError{Groups: groups}
+	}
+	steps, err := r.downSteps(in, saved)
+	return fs, steps, err
 }
 
 // runtimeLeft reports runtime tables or the skip-metadata column left in

@@ -2,6 +2,7 @@ package migrations
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -32,7 +33,7 @@ type PlannedStep struct {
 	Transaction bool
 }
 
-// PlanResult is what Plan found and what Up would do.
+// PlanResult is what Plan found and what Up (PlanDown: Down) would do.
 type PlanResult struct {
 	// State is the layout's current state.
 	State State
@@ -57,6 +58,18 @@ func Plan(ctx context.Context, databaseURL string, l layout.Layout) (*PlanResult
 // (LockTimeout), so a fatal finding here is a refusal of Up with the same
 // options.
 func PlanWith(ctx context.Context, databaseURL string, l layout.Layout, opts Options) (*PlanResult, error) {
+	return plan(ctx, databaseURL, l, opts, "up")
+}
+
+// PlanDown is Plan for Down: its preflight and its duplicate scan under the
+// options Down would run with (a group that breaks the saved unique rule
+// is a fatal finding of kind "duplicates"), and each step of Down. It
+// changes nothing.
+func PlanDown(ctx context.Context, databaseURL string, l layout.Layout, opts Options) (*PlanResult, error) {
+	return plan(ctx, databaseURL, l, opts, "down")
+}
+
+func plan(ctx context.Context, databaseURL string, l layout.Layout, opts Options, direction string) (*PlanResult, error) {
 	r, err := newRunner(ctx, databaseURL, l, opts, "plan")
 	if err != nil {
 		return nil, err
@@ -71,7 +84,7 @@ func PlanWith(ctx context.Context, databaseURL string, l layout.Layout, opts Opt
 	} else if h != nil {
 		res.Findings = append(res.Findings, Finding{Fatal: true, Kind: "run_lock", Object: fmt.Sprintf("pid %d", h.PID), Message: h.Error()})
 	}
-	in, findings, err := r.preflight(ctx, "up")
+	in, findings, err := r.preflight(ctx, direction)
 	if pe, ok := err.(*PreflightError); ok {
 		res.Findings = append(res.Findings, pe.Findings...)
 		if in, err = inspect(ctx, r.conn, r.l); err != nil {
@@ -83,12 +96,26 @@ func PlanWith(ctx context.Context, databaseURL string, l layout.Layout, opts Opt
 		res.Findings = append(res.Findings, findings...)
 	}
 	res.State = in.state()
-	if res.State == Migrated && len(in.drift()) == 0 {
-		return res, nil
-	}
-	steps, err := upSteps(in, r.opts)
-	if err != nil {
-		return nil, err
+	var steps []step
+	if direction == "down" {
+		var more []Finding
+		more, steps, err = r.downWork(ctx, in)
+		res.Findings = append(res.Findings, more...)
+		var de *DuplicatesError
+		if errors.As(err, &de) {
+			res.Findings = append(res.Findings, Finding{Fatal: true, Kind: "duplicates", Message: de.Error(), Action: "let those jobs finish or delete them yourself; down never deletes a job"})
+			err = nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	} else {
+		if res.State == Migrated && len(in.drift()) == 0 {
+			return res, nil
+		}
+		if steps, err = upSteps(in, r.opts); err != nil {
+			return nil, err
+		}
 	}
 	for i, s := range steps {
 		ps := PlannedStep{Number: i + 1, Name: s.name, SQL: strings.TrimSpace(s.sql), Table: s.table, Lock: s.lock, Skip: s.skip, Concurrent: s.kind == stepConcurrent, Transaction: s.kind == stepTx}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -30,6 +29,7 @@ type migrateFlags struct {
 	// command has no such flag.
 	json             *bool
 	summary          *bool
+	down             *bool
 	dropOperatorData *bool
 }
 
@@ -41,6 +41,7 @@ func parseMigrateFlags(e *env, name, usage string, args []string, run bool) (*mi
 	switch name {
 	case "plan":
 		f.summary = fs.Bool("summary", false, "one line a step (no SQL)")
+		f.down = fs.Bool("down", false, "plan down instead of up: down's preflight, its duplicate scan and its steps (exit 1 when down would refuse)")
 	case "down":
 		f.dropOperatorData = fs.Bool("drop-operator-data", false, "drop the runtime's tables and the skip-metadata column even while they hold operator data (limit overrides, class pauses, live slot leases, skip metadata), instead of keeping them; also on a layout an earlier down already rolled back")
 	}
@@ -114,13 +115,14 @@ func describeLayout(l layout.Resolved) string {
 	return s
 }
 
-const planUsage = `plan [layout flags] [--database URL] [--lock-timeout 2s] [--max-attempts 10] [--long-transaction 1m] [--summary] [--json]
+const planUsage = `plan [layout flags] [--database URL] [--lock-timeout 2s] [--max-attempts 10] [--long-transaction 1m] [--down] [--summary] [--json]
 
-Shows, changing nothing, what up would do: the preflight findings, then each
-step with its SQL, its lock level and the size of the table it touches.
-It takes up's flags and runs up's preflight with them, so its exit status
-predicts up's: 1 when up with the same flags would refuse (a fatal
-finding), 0 when it would go ahead.`
+Shows, changing nothing, what up (with --down: down) would do: the preflight
+findings, then each step with its SQL, its lock level and the size of the
+table it touches. It takes up's and down's flags and runs their preflight
+with them (for down, its duplicate scan too), so its exit status predicts
+theirs: 1 when the run with the same flags would refuse (a fatal finding),
+0 when it would go ahead.`
 
 func runPlan(ctx context.Context, e *env, args []string) error {
 	f, err := parseMigrateFlags(e, "plan", planUsage, args, true)
@@ -131,7 +133,11 @@ func runPlan(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	p, err := migrations.PlanWith(ctx, url, l.Layout, f.options(e))
+	direction, planFor := "up", migrations.PlanWith
+	if *f.down {
+		direction, planFor = "down", migrations.PlanDown
+	}
+	p, err := planFor(ctx, url, l.Layout, f.options(e))
 	if err != nil {
 		return pgurl.RedactError(url, err)
 	}
@@ -139,9 +145,9 @@ func runPlan(ctx context.Context, e *env, args []string) error {
 	for _, fd := range p.Findings {
 		fatal = fatal || fd.Fatal
 	}
-	refuse := &exitError{code: 1, err: errors.New("up would refuse: see the preflight findings")}
+	refuse := &exitError{code: 1, err: fmt.Errorf("%s would refuse: see the preflight findings", direction)}
 	if *f.json {
-		if err := writeJSON(e.stdout, planJSONOf(url, l, p, fatal)); err != nil {
+		if err := writeJSON(e.stdout, planJSONOf(direction, url, l, p, fatal)); err != nil {
 			return err
 		}
 		if fatal {
@@ -156,7 +162,9 @@ func runPlan(ctx context.Context, e *env, args []string) error {
 			fmt.Fprintf(e.stdout, "  %s\n", fd)
 		}
 	}
-	if len(p.Steps) == 0 {
+	if len(p.Steps) == 0 && direction == "down" {
+		fmt.Fprintf(e.stdout, "\nnot migrated: down has nothing to do\n")
+	} else if len(p.Steps) == 0 {
 		fmt.Fprintf(e.stdout, "\nalready migrated: up has nothing to do\n")
 	} else if *f.summary {
 		fmt.Fprintln(e.stdout)
@@ -180,7 +188,7 @@ func runPlan(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintf(e.stdout, "  sql:\n%s\n", indent(s.SQL, "    "))
 	}
 	if fatal {
-		refuse.err = errors.New("up would refuse: see the preflight findings above")
+		refuse.err = fmt.Errorf("%s would refuse: see the preflight findings above", direction)
 		return refuse
 	}
 	return nil

@@ -45,9 +45,11 @@ type planJSON struct {
 	Command  string     `json:"command"`
 	Database string     `json:"database"`
 	Layout   layoutJSON `json:"layout"`
-	State    string     `json:"state"`
-	// WouldRefuse is true when a finding is fatal: up with the same flags
-	// would refuse (the exit status is then 1).
+	// Direction is "up", or "down" with --down.
+	Direction string `json:"direction"`
+	State     string `json:"state"`
+	// WouldRefuse is true when a finding is fatal: the run with the same
+	// flags would refuse (the exit status is then 1).
 	WouldRefuse bool                 `json:"would_refuse"`
 	Findings    []migrations.Finding `json:"findings"`
 	Steps       []planStepJSON       `json:"steps"`
@@ -71,8 +73,8 @@ type planStepJSON struct {
 	SQL         string `json:"sql"`
 }
 
-func planJSONOf(url string, l layout.Resolved, p *migrations.PlanResult, fatal bool) planJSON {
-	out := planJSON{Command: "plan", Database: pgurl.Describe(url), Layout: layoutJSONOf(l), State: string(p.State),
+func planJSONOf(direction, url string, l layout.Resolved, p *migrations.PlanResult, fatal bool) planJSON {
+	out := planJSON{Command: "plan", Database: pgurl.Describe(url), Layout: layoutJSONOf(l), Direction: direction, State: string(p.State),
 		WouldRefuse: fatal, Findings: findingsOf(p.Findings), Steps: []planStepJSON{}}
 	for _, s := range p.Steps {
 		ex := "statement"

@@ -86,7 +86,7 @@ func TestMigrationCommandsJSON(t *testing.T) {
 	var plan planJSON
 	mustJSON(t, 0, &plan, "plan", "--json", "--database", db)
 	checkHead("plan", plan.Command, plan.Database, plan.Layout)
-	if plan.State != "legacy" || plan.WouldRefuse || len(plan.Findings) != 1 || plan.Findings[0].Fatal || !strings.Contains(plan.Findings[0].Message, "will be dropped at the cutover and saved for down") {
+	if plan.Direction != "up" || plan.State != "legacy" || plan.WouldRefuse || len(plan.Findings) != 1 || plan.Findings[0].Fatal || !strings.Contains(plan.Findings[0].Message, "will be dropped at the cutover and saved for down") {
 		t.Fatalf("plan --json: %+v", plan)
 	}
 	if len(plan.Steps) != 8 {
@@ -152,6 +152,12 @@ func TestMigrationCommandsJSON(t *testing.T) {
 SELECT now(), gen_random_uuid(), 'json.Dup', '', 'k-1', 0, 'default', 0, 0 FROM generate_series(1, 3)`); err != nil {
 		t.Fatal(err)
 	}
+	var downPlan planJSON
+	mustJSON(t, 1, &downPlan, "plan", "--down", "--json", "--database", db)
+	if last := downPlan.Findings[len(downPlan.Findings)-1]; downPlan.Direction != "down" || !downPlan.WouldRefuse || !last.Fatal || last.Kind != "duplicates" ||
+		!strings.Contains(last.Message, `class "json.Dup", key "k-1": 3 rows`) || last.Action == "" || len(downPlan.Steps) != 0 {
+		t.Fatalf("plan --down --json with duplicates: %+v", downPlan)
+	}
 	var refused runJSON
 	mustJSON(t, 1, &refused, "down", "--json", "--database", db)
 	if refused.OK || !strings.Contains(refused.Error, "down refused") || len(refused.Duplicates) != 1 || refused.Before != "" || len(refused.Steps) != 0 {
@@ -169,8 +175,21 @@ SELECT now(), gen_random_uuid(), 'json.Dup', '', 'k-1', 0, 'default', 0, 0 FROM 
 			t.Fatalf("%v: %d %s %s", args, code, out, errOut)
 		}
 	}
+	downPlan = planJSON{}
+	mustJSON(t, 0, &downPlan, "plan", "--down", "--json", "--database", db)
+	if downPlan.Direction != "down" || downPlan.WouldRefuse || downPlan.State != "migrated" {
+		t.Fatalf("plan --down --json: %+v", downPlan)
+	}
 	var down runJSON
 	mustJSON(t, 0, &down, "down", "--json", "--database", db)
+	if len(down.Steps) != len(downPlan.Steps) {
+		t.Fatalf("down ran %d steps, plan --down planned %d", len(down.Steps), len(downPlan.Steps))
+	}
+	for i, s := range down.Steps {
+		if p := downPlan.Steps[i]; p.Name != s.Name || p.Number != s.Number || p.Skip != "" || p.SQL == "" {
+			t.Errorf("down step %d %+v, planned %+v", i+1, s, p)
+		}
+	}
 	if !down.OK || down.Before != "migrated" || down.After != "legacy" || len(down.Saved) != 1 || len(down.Kept) != 1 {
 		t.Fatalf("down --json: %+v", down)
 	}
