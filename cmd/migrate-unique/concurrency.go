@@ -27,14 +27,14 @@ const concurrencyUsage = `concurrency status|release|set|pause|resume ...
       every group (or one) with its limit, queued and running jobs, slots
       held, holders, expiries, over-limit holders, most rescheduled jobs
       and paused classes
-  concurrency release GROUP SLOT --force [--database URL] [--schema S]
+  concurrency release GROUP SLOT --force [--database URL] [--schema S] [--json]
       free a stuck slot; its old holder's token stops working
-  concurrency set GROUP --limit N [--reason TEXT] [--force] [--database URL] [--schema S]
-  concurrency set GROUP --clear [--database URL] [--schema S]
+  concurrency set GROUP --limit N [--reason TEXT] [--force] [--database URL] [--schema S] [--json]
+  concurrency set GROUP --clear [--database URL] [--schema S] [--json]
       write or remove a limit override, used by admission and execution
       alike; --limit 0 is the maintenance switch of one group
-  concurrency pause CLASS [--reason TEXT] [--database URL] [--schema S]
-  concurrency resume CLASS [--database URL] [--schema S]
+  concurrency pause CLASS [--reason TEXT] [--database URL] [--schema S] [--json]
+  concurrency resume CLASS [--database URL] [--schema S] [--json]
       stop (and start again) a whole class: its keyless group and every key
 
 A GROUP is a job class, or class::key.`
@@ -176,20 +176,23 @@ func relative(d time.Duration) string {
 	return "in " + d.String()
 }
 
-const concurrencyReleaseUsage = `concurrency release GROUP SLOT --force [--database URL] [--schema S]
+const concurrencyReleaseUsage = `concurrency release GROUP SLOT --force [--database URL] [--schema S] [--json]
 
 Frees a stuck slot whatever its holder. The old holder's token stops
 working: its extend and release fail with a lost lease, and its worker
 cancels the job. Use it when a holder is known to be gone and its lease is
 too long to wait out.`
 
-func runConcurrencyRelease(ctx context.Context, e *env, args []string) error {
+func runConcurrencyRelease(ctx context.Context, e *env, args []string) (err error) {
 	f := newConcurrencyFlags(e, "release", concurrencyReleaseUsage)
 	force := f.fs.Bool("force", false, "required: confirms that the slot's holder may lose it while running")
+	j := newJSONChange(f.fs, "release")
 	pos, err := f.parse(args, 2, 2)
 	if err != nil {
 		return err
 	}
+	e = j.begin(e)
+	defer func() { err = j.finish(err) }()
 	if err := checkGroupName(pos[0]); err != nil {
 		return err
 	}
@@ -218,6 +221,7 @@ func runConcurrencyRelease(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return f.explain(ctx, db, err)
 	}
+	j.res.Group, j.res.Changed, j.res.Slot, j.res.JobID, j.res.WorkerID, j.res.Token = l.Group, true, l.Slot, l.JobID, l.WorkerID, l.Token
 	if l.JobID == "" {
 		fmt.Fprintf(e.stdout, "freed slot %d of group %s (it was not held)\n", l.Slot, escapeControl(l.Group))
 		return nil
@@ -226,7 +230,7 @@ func runConcurrencyRelease(ctx context.Context, e *env, args []string) error {
 	return nil
 }
 
-const concurrencySetUsage = `concurrency set GROUP --limit N [--reason TEXT] [--force] | --clear [--database URL] [--schema S]
+const concurrencySetUsage = `concurrency set GROUP --limit N [--reason TEXT] [--force] | --clear [--database URL] [--schema S] [--json]
 
 Writes (--limit) or removes (--clear) an operator override of a group's
 limit in concurrency_limits. The override wins over the code's limit for
@@ -239,16 +243,19 @@ GROUP is checked first: a name no job can have (an empty class or key around
 refused, and a group with no job, slot or override yet is refused unless
 --force is given, so that a misspelt group never takes the override.`
 
-func runConcurrencySet(ctx context.Context, e *env, args []string) error {
+func runConcurrencySet(ctx context.Context, e *env, args []string) (err error) {
 	f := newConcurrencyFlags(e, "set", concurrencySetUsage)
 	limit := f.fs.Int("limit", 0, "the group's new limit, 0 or more (0 runs and admits nothing)")
 	reason := f.fs.String("reason", "", "a note kept with the override, shown by status")
 	clearIt := f.fs.Bool("clear", false, "remove the override; the code's limit applies again")
 	force := f.fs.Bool("force", false, "set the override even though the group has no job, slot or override yet (checked to catch a misspelt group)")
+	j := newJSONChange(f.fs, "set")
 	pos, err := f.parse(args, 1, 1)
 	if err != nil {
 		return err
 	}
+	e = j.begin(e)
+	defer func() { err = j.finish(err) }()
 	limitSet := false
 	f.fs.Visit(func(fl *flag.Flag) { limitSet = limitSet || fl.Name == "limit" })
 	switch {
@@ -273,11 +280,13 @@ func runConcurrencySet(ctx context.Context, e *env, args []string) error {
 	}
 	defer db.close()
 	shown, overrides := escapeControl(group), db.slots.Overrides()
+	j.res.Group = group
 	if *clearIt {
 		had, err := overrides.ClearLimit(ctx, group)
 		if err != nil {
 			return f.explain(ctx, db, err)
 		}
+		j.res.Command, j.res.Changed = "clear", had
 		if !had {
 			fmt.Fprintf(e.stdout, "group %s had no override; nothing changed\n", shown)
 			return nil
@@ -302,6 +311,7 @@ func runConcurrencySet(ctx context.Context, e *env, args []string) error {
 	if err := overrides.SetLimit(ctx, group, *limit, *reason); err != nil {
 		return f.explain(ctx, db, err)
 	}
+	j.res.Changed, j.res.Limit, j.res.Reason = true, limit, *reason
 	// The override is written: say so before anything else can fail.
 	fmt.Fprintf(e.stdout, "group %s: limit %d (override)", shown, *limit)
 	if _, key := layout.SplitGroupName(group); *limit == 0 && key == "" {
@@ -315,6 +325,7 @@ func runConcurrencySet(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintf(e.stderr, "the override is written; reading the group's holders afterwards failed: %v\n", f.explain(ctx, db, err))
 		return nil
 	}
+	j.res.HoldersOverLimit = &st.OverLimit
 	if st.OverLimit > 0 {
 		fmt.Fprintf(e.stdout, "; %d holder(s) over the new limit finish their jobs", st.OverLimit)
 	}

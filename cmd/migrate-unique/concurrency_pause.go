@@ -10,7 +10,7 @@ import (
 	"github.com/migrate-unique/migrate-unique/compat"
 )
 
-const concurrencyPauseUsage = `concurrency pause CLASS [--reason TEXT] [--database URL] [--schema S]
+const concurrencyPauseUsage = `concurrency pause CLASS [--reason TEXT] [--database URL] [--schema S] [--json]
 
 Stops a whole job class at once: its keyless group (CLASS) and every keyed
 group (CLASS::KEY, whatever the key), in admission (an enqueue is refused
@@ -19,13 +19,16 @@ slot and reschedules the job). Jobs that hold a slot finish; pending jobs
 stay queued. Groups' own overrides are kept and apply again after
 'concurrency resume CLASS'.`
 
-func runConcurrencyPause(ctx context.Context, e *env, args []string) error {
+func runConcurrencyPause(ctx context.Context, e *env, args []string) (err error) {
 	f := newConcurrencyFlags(e, "pause", concurrencyPauseUsage)
 	reason := f.fs.String("reason", "", "a note kept with the pause, shown by status")
+	j := newJSONChange(f.fs, "pause")
 	pos, err := f.parse(args, 1, 1)
 	if err != nil {
 		return err
 	}
+	e = j.begin(e)
+	defer func() { err = j.finish(err) }()
 	class := pos[0]
 	if err := checkClassName(class); err != nil {
 		return err
@@ -42,6 +45,7 @@ func runConcurrencyPause(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return f.explain(ctx, db, err)
 	}
+	j.res.Class, j.res.Changed, j.res.Reason = class, true, *reason
 	shown := escapeControl(class)
 	verb := "paused:"
 	if already {
@@ -52,17 +56,20 @@ func runConcurrencyPause(ctx context.Context, e *env, args []string) error {
 	return nil
 }
 
-const concurrencyResumeUsage = `concurrency resume CLASS [--database URL] [--schema S]
+const concurrencyResumeUsage = `concurrency resume CLASS [--database URL] [--schema S] [--json]
 
 Lifts a class pause: the class's groups are admitted and started again
 under their own limits (overrides and the code's).`
 
-func runConcurrencyResume(ctx context.Context, e *env, args []string) error {
+func runConcurrencyResume(ctx context.Context, e *env, args []string) (err error) {
 	f := newConcurrencyFlags(e, "resume", concurrencyResumeUsage)
+	j := newJSONChange(f.fs, "resume")
 	pos, err := f.parse(args, 1, 1)
 	if err != nil {
 		return err
 	}
+	e = j.begin(e)
+	defer func() { err = j.finish(err) }()
 	class := pos[0]
 	if err := checkClassName(class); err != nil {
 		return err
@@ -76,6 +83,7 @@ func runConcurrencyResume(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return f.explain(ctx, db, err)
 	}
+	j.res.Class, j.res.Changed = class, had
 	if !had {
 		fmt.Fprintf(e.stdout, "class %s was not paused; nothing changed\n", escapeControl(class))
 		return nil

@@ -159,10 +159,10 @@ func TestConcurrencyBadInput(t *testing.T) {
 	// -h documents every flag of every subcommand.
 	for sub, flags := range map[string][]string{
 		"status":  {"-database", "-schema", "-json", "-requests-table", "-jobs-table", "-active-states"},
-		"pause":   {"-database", "-schema", "-reason"},
-		"resume":  {"-database", "-schema"},
-		"release": {"-database", "-schema", "-force"},
-		"set":     {"-database", "-schema", "-limit", "-reason", "-clear", "-force"},
+		"pause":   {"-database", "-schema", "-reason", "-json"},
+		"resume":  {"-database", "-schema", "-json"},
+		"release": {"-database", "-schema", "-force", "-json"},
+		"set":     {"-database", "-schema", "-limit", "-reason", "-clear", "-force", "-json"},
 	} {
 		code, _, errOut := runCLI(t, "concurrency", sub, "-h")
 		if code != 0 {

@@ -128,8 +128,11 @@ INSERT INTO plainjobs_jobprocess (created_at, uuid, job_class, source, concurren
 SELECT now(), gen_random_uuid(), job_class, source, concurrency_key, uuid, now() FROM r`); err != nil {
 		t.Fatal(err)
 	}
-	if code, out, errOut := runBin(t, "concurrency", "set", group, "--limit", "2", "--reason", "card processor slow", "--database", db); code != 0 {
-		t.Fatalf("set: %d %s %s", code, out, errOut)
+	var set changeJSON
+	mustJSON(t, 0, &set, "concurrency", "set", group, "--limit", "2", "--reason", "card processor slow", "--json", "--database", db)
+	if set.Command != "set" || set.Group != group || set.Class != "" || !set.Changed || set.Limit == nil || *set.Limit != 2 || set.Reason != "card processor slow" ||
+		set.HoldersOverLimit == nil || *set.HoldersOverLimit != 0 || set.Message != "group runbook.Charge::c-8: limit 2 (override)" {
+		t.Fatalf("set --json: %+v", set)
 	}
 	if _, ok, err := slots.Acquire(ctx, group, 3, "job-1", "w1", 60e9); err != nil || !ok {
 		t.Fatalf("acquire: %v %v", ok, err)
@@ -189,6 +192,18 @@ SELECT now(), gen_random_uuid(), job_class, source, concurrency_key, uuid, now()
 	if code, _, errOut := runBin(t, "concurrency", "pause", group, "--database", db); code != 2 || !strings.Contains(errOut, "a pause takes the class alone (runbook.Charge)") {
 		t.Errorf("pause of a group: %d %q", code, errOut)
 	}
+	var pause changeJSON
+	mustJSON(t, 0, &pause, "concurrency", "pause", class, "--reason", "incident 7", "--json", "--database", db)
+	if pause.Command != "pause" || pause.Class != class || pause.Group != "" || !pause.Changed || pause.Reason != "incident 7" || pause.Limit != nil ||
+		!strings.HasPrefix(pause.Message, "class runbook.Charge was already paused (reason updated): no job of the class is admitted or started") {
+		t.Errorf("pause --json of a paused class: %+v", pause)
+	}
+	var release changeJSON
+	mustJSON(t, 0, &release, "concurrency", "release", group, "0", "--force", "--json", "--database", db)
+	if release.Command != "release" || release.Group != group || !release.Changed || release.Slot != 0 || release.JobID != "job-1" || release.WorkerID != "w1" || release.Token <= 0 ||
+		!strings.HasPrefix(release.Message, "freed slot 0 of group runbook.Charge::c-8: job job-1 on worker w1") {
+		t.Errorf("release --json: %+v", release)
+	}
 
 	if code, out, errOut := runBin(t, "concurrency", "resume", class, "--database", db); code != 0 || !strings.Contains(out, "class runbook.Charge resumed") {
 		t.Fatalf("resume: %d %q %q", code, out, errOut)
@@ -199,8 +214,10 @@ SELECT now(), gen_random_uuid(), job_class, source, concurrency_key, uuid, now()
 	if res := enqueue(compat.Limit("c-8", 3)); res.Inserted() || res.Skipped.Limit != 2 {
 		t.Errorf("the group's own override after resume: %+v", res.Skipped)
 	}
-	if code, out, _ := runBin(t, "concurrency", "resume", class, "--database", db); code != 0 || !strings.Contains(out, "was not paused; nothing changed") {
-		t.Errorf("second resume: %d %q", code, out)
+	var resume changeJSON
+	mustJSON(t, 0, &resume, "concurrency", "resume", class, "--json", "--database", db)
+	if resume.Command != "resume" || resume.Class != class || resume.Changed || resume.Message != "class runbook.Charge was not paused; nothing changed" {
+		t.Errorf("second resume --json: %+v", resume)
 	}
 }
 
