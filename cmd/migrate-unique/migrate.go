@@ -333,6 +333,13 @@ func runStatus(ctx context.Context, e *env, args []string) error {
 	for _, s := range st.Saved {
 		fmt.Fprintf(e.stdout, "saved:    %s\n", s.Definition)
 	}
+	for _, k := range st.Kept {
+		what := k.Table
+		if k.Column != "" {
+			what += "." + k.Column
+		}
+		fmt.Fprintf(e.stdout, "kept:     %s: %s\n", what, k.Why)
+	}
 	if len(st.InvalidIndexes) == 0 {
 		fmt.Fprintf(e.stdout, "invalid indexes of ours: none\n")
 	} else {

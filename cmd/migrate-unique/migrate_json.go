@@ -200,6 +200,8 @@ type statusJSONResult struct {
 	Tables         []statusTableJSON        `json:"tables"`
 	Saved          []migrations.SavedUnique `json:"saved"`
 	InvalidIndexes []string                 `json:"invalid_indexes"`
+	// Kept is what an earlier down kept on a rolled-back layout.
+	Kept []migrations.KeptObject `json:"kept"`
 }
 
 type runLockJSON struct {
@@ -229,7 +231,10 @@ type statusTableJSON struct {
 func statusJSONOf(url string, l layout.Resolved, st *migrations.StatusResult) statusJSONResult {
 	out := statusJSONResult{Command: "status", Database: pgurl.Describe(url), Layout: layoutJSONOf(l), State: string(st.State),
 		ToolVersion: st.ToolVersion, RecordedVersion: st.RecordedVersion, Direction: st.Direction, Stopped: st.Stopped, Next: st.Next,
-		Drift: []string{}, Tables: []statusTableJSON{}, Saved: []migrations.SavedUnique{}, InvalidIndexes: []string{}}
+		Drift: []string{}, Tables: []statusTableJSON{}, Saved: []migrations.SavedUnique{}, InvalidIndexes: []string{}, Kept: []migrations.KeptObject{}}
+	if st.Kept != nil {
+		out.Kept = st.Kept
+	}
 	if !st.RecordedAt.IsZero() {
 		at := st.RecordedAt.UTC()
 		out.RecordedAt = &at

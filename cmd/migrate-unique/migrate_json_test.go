@@ -79,7 +79,7 @@ func TestMigrationCommandsJSON(t *testing.T) {
 	checkHead("status", st.Command, st.Database, st.Layout)
 	if st.State != "legacy" || st.ToolVersion != version.Version || st.RecordedVersion != "" || st.RecordedAt != nil || st.Direction != "" ||
 		st.Stopped != "" || st.Next != "" || len(st.Drift) != 0 || st.RunLock != nil || st.Pooler != nil || len(st.Tables) != 3 ||
-		st.Tables[0].Table != wantLayout.Tables[0] || st.Tables[0].KeyColumn != "unique_key" || st.Tables[0].Rows <= 0 || len(st.Saved) != 0 || len(st.InvalidIndexes) != 0 {
+		st.Tables[0].Table != wantLayout.Tables[0] || st.Tables[0].KeyColumn != "unique_key" || st.Tables[0].Rows <= 0 || len(st.Saved) != 0 || len(st.InvalidIndexes) != 0 || len(st.Kept) != 0 {
 		t.Fatalf("status --json on a legacy queue: %+v", st)
 	}
 
@@ -207,6 +207,11 @@ SELECT now(), gen_random_uuid(), 'json.Dup', '', 'k-1', 0, 'default', 0, 0 FROM 
 	code, out, errOut := runBin(t, "concurrency", "status", "--database", db)
 	if code != 1 || !strings.Contains(errOut, "the queue was rolled back with 'down', which kept them because they hold operator data") {
 		t.Errorf("concurrency status after down: %d %q %q", code, out, errOut)
+	}
+	st = statusJSONResult{}
+	mustJSON(t, 0, &st, "status", "--json", "--database", db)
+	if st.State != "legacy" || len(st.Kept) != 1 || st.Kept[0] != down.Kept[0] || !strings.Contains(st.Next, "down --drop-operator-data") {
+		t.Errorf("status --json after a down that kept data: %+v", st)
 	}
 	var again runJSON
 	mustJSON(t, 0, &again, "down", "--json", "--database", db)
