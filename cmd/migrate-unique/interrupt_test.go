@@ -189,7 +189,7 @@ func comparable(t *testing.T, db string) string {
 func workSteps(t *testing.T, out string, direction string) []int {
 	t.Helper()
 	var nums []int
-	for _, m := range regexp.MustCompile(`(?m)^step (\d+)/\d+: .* \.\.\.$`).FindAllStringSubmatch(out, -1) {
+	for _, m := range regexp.MustCompile(`(?m)^step (\d+)/\d+: .*: done in `).FindAllStringSubmatch(out, -1) {
 		n, _ := strconv.Atoi(m[1])
 		nums = append(nums, n)
 	}
