@@ -382,3 +382,26 @@ func TestProgressNamesWhatABuildWaitsFor(t *testing.T) {
 		})
 	}
 }
+
+// TestPlanSaysWhenATableWasNeverAnalysed: a table the planner has no
+// estimate for shows its size and "row count unknown", never "~0 rows".
+func TestPlanSaysWhenATableWasNeverAnalysed(t *testing.T) {
+	db := plainJobsDB(t)
+	conn := testdb.Connect(t, db)
+	if _, err := conn.Exec(t.Context(), `CREATE SCHEMA fresh;
+CREATE TABLE fresh.plainjobs_jobrequest (LIKE public.plainjobs_jobrequest INCLUDING ALL);
+CREATE TABLE fresh.plainjobs_jobprocess (LIKE public.plainjobs_jobprocess INCLUDING ALL);
+CREATE TABLE fresh.plainjobs_jobresult (LIKE public.plainjobs_jobresult INCLUDING ALL);
+INSERT INTO fresh.plainjobs_jobrequest SELECT * FROM public.plainjobs_jobrequest LIMIT 10`); err != nil {
+		t.Fatal(err)
+	}
+	var plan planJSON
+	mustJSON(t, 0, &plan, "plan", "--schema", "fresh", "--json", "--database", db)
+	if s := plan.Steps[1]; !s.RowsUnknown || s.Rows != 0 || s.Bytes <= 0 {
+		t.Fatalf("plan --json step 2 on a never-analysed table: %+v", s)
+	}
+	code, out, _ := runBin(t, "plan", "--schema", "fresh", "--summary", "--database", db)
+	if code != 0 || !strings.Contains(out, "row count unknown: never analysed") || strings.Contains(out, "~0 rows") {
+		t.Fatalf("plan --summary on never-analysed tables: %d\n%s", code, out)
+	}
+}
