@@ -202,6 +202,9 @@ type statusJSONResult struct {
 	InvalidIndexes []string                 `json:"invalid_indexes"`
 	// Kept is what an earlier down kept on a rolled-back layout.
 	Kept []migrations.KeptObject `json:"kept"`
+	// UpRefusals lists why up would refuse (what depends on the key
+	// column); plan shows them as findings.
+	UpRefusals []string `json:"up_refusals"`
 }
 
 type runLockJSON struct {
@@ -234,6 +237,10 @@ func statusJSONOf(url string, l layout.Resolved, st *migrations.StatusResult) st
 		Drift: []string{}, Tables: []statusTableJSON{}, Saved: []migrations.SavedUnique{}, InvalidIndexes: []string{}, Kept: []migrations.KeptObject{}}
 	if st.Kept != nil {
 		out.Kept = st.Kept
+	}
+	out.UpRefusals = []string{}
+	if st.UpRefusals != nil {
+		out.UpRefusals = st.UpRefusals
 	}
 	if !st.RecordedAt.IsZero() {
 		at := st.RecordedAt.UTC()

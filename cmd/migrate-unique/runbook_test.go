@@ -124,8 +124,8 @@ func TestConcurrencyStatusCountsJobsAndPausesAClass(t *testing.T) {
 	}
 	// One of them starts: its request becomes a process row.
 	if _, err := pool.Exec(ctx, `WITH r AS (DELETE FROM plainjobs_jobrequest WHERE id = (SELECT min(id) FROM plainjobs_jobrequest WHERE concurrency_key = 'c-8') RETURNING *)
-INSERT INTO plainjobs_jobprocess (created_at, uuid, job_class, source, concurrency_key, job_request_uuid, started_at)
-SELECT now(), gen_random_uuid(), job_class, source, concurrency_key, uuid, now() FROM r`); err != nil {
+INSERT INTO plainjobs_jobprocess (created_at, uuid, job_class, parameters, priority, source, queue, retries, retry_attempt, concurrency_key, job_request_uuid, started_at)
+SELECT now(), gen_random_uuid(), job_class, parameters, priority, source, queue, retries, retry_attempt, concurrency_key, uuid, now() FROM r`); err != nil {
 		t.Fatal(err)
 	}
 	var set changeJSON
