@@ -536,14 +536,7 @@ func loadProblems(pkgs []*packages.Package) []string {
 	var out []string
 	seen := map[string]bool{}
 	packages.Visit(pkgs, nil, func(pkg *packages.Package) {
-		typed := false
 		for _, e := range pkg.Errors {
-			typed = typed || e.Kind != packages.ListError
-		}
-		for _, e := range pkg.Errors {
-			if typed && e.Kind == packages.ListError && strings.HasPrefix(e.Msg, "# ") {
-				continue // the compiler's report of the errors listed on their own
-			}
 			msg := e.Error()
 			if !seen[msg] {
 				seen[msg] = true
