@@ -42,8 +42,9 @@ func parseMigrateFlags(e *env, name, usage string, args []string, run bool) (*mi
 	case "plan":
 		f.summary = fs.Bool("summary", false, "one line a step (no SQL)")
 		f.down = fs.Bool("down", false, "plan down instead of up: down's preflight, its duplicate scan and its steps (exit 1 when down would refuse)")
-	case "down":
-		f.dropOperatorData = fs.Bool("drop-operator-data", false, "drop the runtime's tables and the skip-metadata column even while they hold operator data (limit overrides, class pauses, live slot leases, skip metadata), instead of keeping them; also on a layout an earlier down already rolled back")
+	}
+	if name == "down" || name == "plan" {
+		f.dropOperatorData = fs.Bool("drop-operator-data", false, "drop the runtime's tables and the skip-metadata column even while they hold operator data (limit overrides, class pauses, live slot leases, skip metadata), instead of keeping them; also on a layout an earlier down already rolled back (plan: with --down)")
 	}
 	if run {
 		f.lockTimeout = fs.Duration("lock-timeout", migrations.DefaultLockTimeout, "longest wait for a lock on a queue table per attempt (the first waits an eighth of it, retries double up to it); a writer queued behind the migration waits at most this long")
@@ -55,6 +56,9 @@ func parseMigrateFlags(e *env, name, usage string, args []string, run bool) (*mi
 	}
 	if fs.NArg() > 0 {
 		return nil, &exitError{code: 2, err: fmt.Errorf("unexpected argument %q; every setting is a flag (see -h)", fs.Arg(0))}
+	}
+	if f.down != nil && !*f.down && *f.dropOperatorData {
+		return nil, &exitError{code: 2, err: fmt.Errorf("--drop-operator-data is a flag of down: give plan --down --drop-operator-data to plan that down")}
 	}
 	if run {
 		if *f.lockTimeout <= 0 {
@@ -115,7 +119,7 @@ func describeLayout(l layout.Resolved) string {
 	return s
 }
 
-const planUsage = `plan [layout flags] [--database URL] [--lock-timeout 2s] [--max-attempts 10] [--long-transaction 1m] [--down] [--summary] [--json]
+const planUsage = `plan [layout flags] [--database URL] [--lock-timeout 2s] [--max-attempts 10] [--long-transaction 1m] [--down [--drop-operator-data]] [--summary] [--json]
 
 Shows, changing nothing, what up (with --down: down) would do: the preflight
 findings, then each step with its SQL, its lock level and the size of the

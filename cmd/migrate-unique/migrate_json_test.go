@@ -203,6 +203,14 @@ SELECT now(), gen_random_uuid(), 'json.Dup', '', 'k-1', 0, 'default', 0, 0 FROM 
 	if !again.OK || again.Before != "legacy" || again.After != "legacy" || len(again.Steps) != 1 || len(again.Kept) != 1 || again.Kept[0].Rows != 2 {
 		t.Fatalf("a second down --json: %+v", again)
 	}
+	var dropPlan planJSON
+	mustJSON(t, 0, &dropPlan, "plan", "--down", "--drop-operator-data", "--json", "--database", db)
+	if len(dropPlan.Steps) != 1 || !strings.Contains(dropPlan.Steps[0].Name, "--drop-operator-data") || strings.Contains(dropPlan.Steps[0].SQL, "NOT EXISTS") {
+		t.Fatalf("plan --down --drop-operator-data --json: %+v", dropPlan)
+	}
+	if code, _, errOut := runBin(t, "plan", "--drop-operator-data", "--database", db); code != 2 || !strings.Contains(errOut, "plan --down --drop-operator-data") {
+		t.Errorf("plan --drop-operator-data without --down: %d %q", code, errOut)
+	}
 	var dropped runJSON
 	mustJSON(t, 0, &dropped, "down", "--drop-operator-data", "--json", "--database", db)
 	if !dropped.OK || len(dropped.Steps) != 1 || !strings.Contains(dropped.Steps[0].Name, "--drop-operator-data") || len(dropped.Kept) != 0 {
