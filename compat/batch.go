@@ -104,7 +104,7 @@ const batchLockText = `SELECT (SELECT count(CASE g.m WHEN 'x' THEN pg_advisory_x
 // batchCarryLockText also reads and carries the overrides of the groups
 // whose lock mode they decide (carryLockText, row by row).
 func (s *schema) batchCarryLockText() string {
-	ov := "set_config(g.setting, coalesce((SELECT concurrency_limit::text FROM " + s.l.Table(layout.LimitsTable) + " WHERE group_name = g.grp), ''), true) <> ''"
+	ov := "set_config(g.setting, coalesce(" + overrideSQL(s.l.Table(layout.LimitsTable), "g.grp") + "::text, ''), true) <> ''"
 	return "SELECT (SELECT count(CASE g.m WHEN 'x' THEN pg_advisory_xact_lock(g.id)::text WHEN 's' THEN pg_advisory_xact_lock_shared(g.id)::text" +
 		" WHEN 'c' THEN CASE WHEN " + ov + " THEN pg_advisory_xact_lock(g.id)::text ELSE pg_advisory_xact_lock_shared(g.id)::text END" +
 		" WHEN 'k' THEN CASE WHEN " + ov + " THEN pg_advisory_xact_lock(g.id)::text END END) " +
@@ -392,10 +392,10 @@ func (s *schema) batchAdmitText(kinds int, ov, fold string) string {
 	col("hi", "text")
 	col("code", "integer")
 	override := "NULL::integer"
-	// Overrides are rare: when the table has none (one probe for the
-	// batch, an uncorrelated subquery evaluated once), no job looks its
-	// group up.
-	read := "CASE WHEN (SELECT EXISTS (SELECT FROM " + l.Table(layout.LimitsTable) + ")) THEN (SELECT concurrency_limit FROM " + l.Table(layout.LimitsTable) + " WHERE group_name = j.ov) END"
+	// Overrides and pauses are rare: when the table has none (one probe
+	// for the batch, an uncorrelated subquery evaluated once), no job looks
+	// its group up.
+	read := "CASE WHEN (SELECT EXISTS (SELECT FROM " + l.Table(layout.LimitsTable) + ")) THEN " + overrideSQL(l.Table(layout.LimitsTable), "j.ov") + " END"
 	carried := "nullif(current_setting(j.ov), '')::integer"
 	switch ov {
 	case "both":

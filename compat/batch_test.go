@@ -21,7 +21,7 @@ import (
 // from: every count kind (class-wide, keyed, schedule prefixes, nested
 // prefixes), limits in code that differ within one group, groups without a
 // limit, groups whose override is read by the count and groups whose
-// override decides the lock (carried), and skip records.
+// override decides the lock (carried), a paused class, and skip records.
 func batchTemplates(skipRecords bool) []Job {
 	occ := time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
 	jobs := []Job{
@@ -43,6 +43,9 @@ func batchTemplates(skipRecords bool) []Job {
 		{Class: "eq.O", Value: keyedJob{key: "ov"}},   // keyed: its group's override (1) decides the lock
 		{Class: "eq.O", Value: keyedJob{key: "none"}}, // keyed, no override: no limit at all
 		{Class: "eq.O", Value: limited("y", 1)},
+		{Class: "eq.P", Value: limited("p", 3)}, // eq.P is paused: every group of it is blocked
+		{Class: "eq.P", Value: nil},
+		{Class: "eq.P", Value: keyedJob{key: "q"}},
 	}
 	if skipRecords {
 		jobs = append(jobs, Job{Class: "eq.A", Value: skipper{limited("k1", 2)}}, Job{Class: "eq.C", Value: skipper{limited("", 2)}})
@@ -54,7 +57,8 @@ func batchTemplates(skipRecords bool) []Job {
 // same result per job (admitted or not; the skip's group, limit and active
 // count; a skip record when wanted) and leave the same rows as the same
 // jobs enqueued one by one, across rounds in which some classes' jobs
-// finish; over pgx and database/sql, through both ways a batch folds.
+// finish; over pgx and database/sql, through both ways a batch folds; a
+// paused class blocks every job of it in a batch as alone.
 func TestEnqueueManyMatchesOneByOne(t *testing.T) {
 	for _, s := range legacy.All {
 		t.Run(s.Name, func(t *testing.T) {
@@ -67,7 +71,7 @@ func TestEnqueueManyMatchesOneByOne(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				for g, n := range map[string]int{"eq.O": 2, "eq.O::ov": 1, "eq.A::k2": 2} {
+				for g, n := range map[string]int{"eq.O": 2, "eq.O::ov": 1, "eq.A::k2": 2, PauseName("eq.P"): 0} {
 					if _, err := q.pool.Exec(ctx, `INSERT INTO `+q.l.Table(layout.LimitsTable)+` (group_name, concurrency_limit) VALUES ($1, $2)`, g, n); err != nil {
 						t.Fatal(err)
 					}
@@ -98,6 +102,11 @@ func TestEnqueueManyMatchesOneByOne(t *testing.T) {
 				jobs := make([]Job, 2+rng.IntN(11))
 				for i := range jobs {
 					jobs[i] = pool[rng.IntN(len(pool))]
+				}
+				if round == 1 { // a class-wide limit after keyed jobs of its class: the fold by predecessors
+					jobs = append(jobs, templates[0], templates[4], templates[1], templates[4])
+				}
+				for i := range jobs {
 					jobs[i].Args = map[string]int{"round": round, "i": i}
 				}
 				adms, err := batch.c.prepare(sch, jobs, trace.SpanContext{})
