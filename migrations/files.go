@@ -157,7 +157,10 @@ func files(l layout.Resolved, rules []rebuildRule, prefix []countingIndex, in *i
 // catalog shows, rendered as the cutover will save them (with the key column
 // renamed). The files hold that snapshot: if a unique rule on the key is
 // added or dropped before up runs, write them again (the cutover back
-// refuses to finish while a saved rule is not rebuilt).
+// refuses to finish while a saved rule is not rebuilt). Like Up (Down, once
+// migrated) it refuses, with a *PreflightError, while an object around the
+// queue would break (see docs/migration.md, "What up checks around the
+// queue").
 func FilesFor(ctx context.Context, databaseURL string, l layout.Layout) (map[string]string, error) {
 	r, err := newRunner(ctx, databaseURL, l, Options{}, "sql")
 	if err != nil {
@@ -167,6 +170,17 @@ func FilesFor(ctx context.Context, databaseURL string, l layout.Layout) (map[str
 	in, _, err := r.preflight(ctx, "sql")
 	if err != nil {
 		return nil, err
+	}
+	// The files will run what up (or, once migrated, down) runs: refuse
+	// what those would refuse over, around the queue.
+	direction := "up"
+	if in.state() == Migrated {
+		direction = "down"
+	}
+	if deps, err := r.dependentFindings(ctx, in, direction); err != nil {
+		return nil, err
+	} else if hasFatal(deps) {
+		return nil, &PreflightError{Findings: deps}
 	}
 	rules := []rebuildRule{}
 	if in.version != nil && len(in.version.saved) > 0 {

@@ -257,6 +257,13 @@ func (r *runner) preflight(ctx context.Context, direction string) (*inspection, 
 			fatal("table %s has no key column %s (nor %s): is this the right table?", l.Table(t.name), layout.LegacyKeyColumn, layout.KeyColumn)
 		}
 	}
+	if !hasFatal(fs) && (direction == "up" || direction == "down") {
+		deps, err := r.dependentFindings(ctx, in, direction)
+		if err != nil {
+			return nil, nil, err
+		}
+		fs = append(fs, deps...)
+	}
 	if in.version != nil && in.version.state != "migrated" {
 		stopped := in.stoppedRun()
 		switch {
