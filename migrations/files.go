@@ -55,7 +55,7 @@ func Files(l layout.Layout) (map[string]string, error) {
 	if isPlainJobs(rl) {
 		rules = []rebuildRule{{comment: "plain-jobs' unique rule", definition: plainJobsRebuild}}
 	}
-	return files(rl, rules, nil)
+	return files(rl, rules, nil, nil)
 }
 
 // rebuildRule is a unique rule a down file rebuilds CONCURRENTLY.
@@ -69,8 +69,9 @@ type rebuildRule struct {
 // one file each, or nil when they are only known at run time (one file
 // rebuilds what the cutover saved, inside a transaction). prefix are the
 // prefix indexes the key column's collation needs (FilesFor knows it;
-// Files assumes a bytewise key column).
-func files(l layout.Resolved, rules []rebuildRule, prefix []countingIndex) (map[string]string, error) {
+// Files assumes a bytewise key column). acc, when the database was read,
+// makes the files create as the queue's owner and grant what up grants.
+func files(l layout.Resolved, rules []rebuildRule, prefix []countingIndex, acc *access) (map[string]string, error) {
 	d := newTmplData(l, DefaultLockTimeout)
 	files := map[string]string{}
 	n := 0
@@ -88,7 +89,7 @@ func files(l layout.Resolved, rules []rebuildRule, prefix []countingIndex) (map[
 		}
 		return s
 	}
-	add("version_table", r("version_table.up.sql.tmpl", d), r("version_table.down.sql.tmpl", d))
+	add("version_table", acc.setRole()+r("version_table.up.sql.tmpl", d), r("version_table.down.sql.tmpl", d))
 	for _, ci := range append(countingIndexes(l), prefix...) {
 		dd := d
 		dd.Index = l.Table(ci.name)
@@ -119,9 +120,12 @@ func files(l layout.Resolved, rules []rebuildRule, prefix []countingIndex) (map[
 		}
 		add(title, nothingToDo, "-- "+rule.comment+", rebuilt online before the cutover back attaches it.\n"+r("rebuild.down.sql.tmpl", dd))
 	}
-	add("runtime_tables", r("runtime.up.sql.tmpl", d), r("runtime.down.sql.tmpl", d))
+	add("runtime_tables", acc.setRole()+r("runtime.up.sql.tmpl", d), r("runtime.down.sql.tmpl", d))
 	if d.SkipTable != "" {
 		add("skip_column", r("skip_column.up.sql.tmpl", d), "-- The skip-metadata column is dropped with the runtime tables, unless it holds skip records.\n")
+	}
+	if acc != nil && len(acc.grants) > 0 {
+		add("grants", acc.grantSQL(), "-- The grants go with the tables and column the runtime_tables down file drops; those it keeps (operator data) keep them, since the runtime still reads them.\n")
 	}
 	add("analyze", r("analyze.up.sql.tmpl", d), nothingToDo)
 	add("duplicate_check", nothingToDo, r("duplicates.down.sql.tmpl", d))
@@ -182,7 +186,7 @@ func FilesFor(ctx context.Context, databaseURL string, l layout.Layout) (map[str
 			prefix = append(prefix, ci)
 		}
 	}
-	return files(r.l, rules, prefix)
+	return files(r.l, rules, prefix, in.access)
 }
 
 // renameKeyInIndexDef turns a unique index's pg_get_indexdef, read before

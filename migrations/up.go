@@ -98,7 +98,7 @@ func upSteps(in *inspection, opts Options) ([]step, error) {
 	if err != nil {
 		return nil, err
 	}
-	steps = append(steps, step{name: "version table", table: l.Table(layout.VersionTable), lock: "none on the queue", kind: stepTx, sql: sql, createsVersionTable: true})
+	steps = append(steps, step{name: "version table", table: l.Table(layout.VersionTable), lock: "none on the queue", kind: stepTx, sql: in.access.setRole() + sql, createsVersionTable: true})
 	for _, ci := range countingIndexes(l) {
 		t := in.table(ci.table)
 		sql, err := ci.createSQL(l, t.keyColumn())
@@ -147,7 +147,7 @@ func upSteps(in *inspection, opts Options) ([]step, error) {
 	if sql, err = render("runtime.up.sql.tmpl", d); err != nil {
 		return nil, err
 	}
-	rt := step{name: "runtime tables", table: runtimeTableList(d), lock: "none on the queue", kind: stepTx, sql: sql, skip: "already created"}
+	rt := step{name: "runtime tables", table: runtimeTableList(d), lock: "none on the queue", kind: stepTx, sql: in.access.setRole() + sql, skip: "already created"}
 	for _, t := range runtimeTables {
 		if !in.runtime[t.name] {
 			rt.skip = ""
@@ -161,6 +161,7 @@ func upSteps(in *inspection, opts Options) ([]step, error) {
 		steps = append(steps, step{name: "skip-metadata column", table: d.SkipTable, lock: "ACCESS EXCLUSIVE (short, adds a NULL column)",
 			kind: stepTx, sql: sql, exclusive: []string{d.SkipTable}, skip: map[bool]string{true: "already added"}[in.skipColumn]})
 	}
+	steps = append(steps, grantStep(in))
 	if sql, err = render("analyze.up.sql.tmpl", d); err != nil {
 		return nil, err
 	}
@@ -259,9 +260,13 @@ func (r *runner) preflight(ctx context.Context, direction string) (*inspection, 
 			}
 		}
 	}
+	fs = append(fs, in.access.refusals(in, direction)...)
 	for _, s := range in.sessions {
 		if direction == "sql" {
 			break // writing files takes no lock
+		}
+		if !s.visible {
+			continue // checkHidden watches it in pg_locks
 		}
 		switch {
 		case s.state == "idle in transaction" && s.idleAge > r.opts.LongTransaction:
@@ -269,6 +274,13 @@ func (r *runner) preflight(ctx context.Context, direction string) (*inspection, 
 		case s.xactAge > r.opts.LongTransaction:
 			fatal("session pid %d has been in a transaction for %s holding %s on %s (%q); it would stall the index builds and the cutover: wait for it or end it", s.pid, s.xactAge.Round(time.Second), s.mode, l.Table(s.table), s.query)
 		}
+	}
+	if direction == "up" || direction == "down" {
+		hidden, err := r.checkHidden(ctx, in)
+		if err != nil {
+			return nil, nil, err
+		}
+		fs = append(fs, hidden...)
 	}
 	if hasFatal(fs) {
 		return nil, fs, &PreflightError{Findings: fs}

@@ -1,0 +1,396 @@
+package migrations
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/migrate-unique/migrate-unique/layout"
+)
+
+// runtimePrivileges are the privileges the runtime uses on its tables
+// (overrides read in every admission and written by operators, slot leases
+// taken, extended, released and swept, reschedule counters): the ones
+// mirrored from the queue's tables. TRUNCATE, REFERENCES and TRIGGER are
+// never mirrored.
+var runtimePrivileges = []string{"SELECT", "INSERT", "UPDATE", "DELETE"}
+
+// columnPrivileges are the column-level privileges mirrored onto the
+// skip-metadata column.
+var columnPrivileges = []string{"SELECT", "INSERT", "UPDATE"}
+
+// access is what the connected role may do around the layout, and the
+// privileges up grants so that every role that uses the queue's tables can
+// use what up creates.
+type access struct {
+	// user is the connected role (current_user), quoted.
+	user string
+	// superuser and seesSessions (superuser or pg_read_all_stats): whether
+	// pg_stat_activity shows it every session's transaction.
+	superuser, seesSessions bool
+	// createInSchema: the connected role may create tables in the schema.
+	createInSchema bool
+	// owners maps each queue table to its owner (quoted), and owns says
+	// whether the connected role has the owner's privileges (it is the
+	// owner, a member of it with INHERIT, or a superuser).
+	owners map[string]string
+	owns   map[string]bool
+	// queueOwner is the owner of the layout's first table, quoted.
+	queueOwner string
+	// creator is the role up creates its tables as (SET LOCAL ROLE), quoted:
+	// the queue's owner when the connected role may become it and the owner
+	// may create in the schema, so that every member of the owner can run
+	// down and the owner's default privileges apply; "" creates them as the
+	// connected role.
+	creator string
+	// grants are the GRANTs up must run (those already in place left out).
+	grants []grant
+}
+
+// grant is one GRANT statement of up.
+type grant struct {
+	object     string // quoted, schema-qualified table
+	column     string // quoted column for a column privilege, or ""
+	privileges []string
+	grantee    string // quoted role, or PUBLIC
+	// owner is the object's owner when it exists already, and canGrant
+	// whether the connected role may grant on it (a new object is ours).
+	owner    string
+	canGrant bool
+	why      string
+}
+
+func (g grant) sql() string {
+	col := ""
+	if g.column != "" {
+		col = " (" + g.column + ")"
+	}
+	privs := make([]string, len(g.privileges))
+	for i, p := range g.privileges {
+		privs[i] = p + col
+	}
+	return "GRANT " + strings.Join(privs, ", ") + " ON TABLE " + g.object + " TO " + g.grantee + ";"
+}
+
+// readAccess reads the connected role's standing and the privileges the
+// queue's tables give, and works out the grants up needs.
+func readAccess(ctx context.Context, q querier, in *inspection) (*access, error) {
+	l := in.l
+	a := &access{owners: map[string]string{}, owns: map[string]bool{}}
+	if err := q.QueryRow(ctx, `SELECT quote_ident(current_user), r.rolsuper, r.rolsuper OR pg_has_role('pg_read_all_stats', 'USAGE'), has_schema_privilege(n.oid, 'CREATE')
+FROM pg_roles r, pg_namespace n WHERE r.rolname = current_user AND n.nspname = $1`, l.Schema).
+		Scan(&a.user, &a.superuser, &a.seesSessions, &a.createInSchema); err != nil {
+		return nil, fmt.Errorf("read the connected role: %w", err)
+	}
+	rows, err := q.Query(ctx, `SELECT c.relname::text, quote_ident(pg_get_userbyid(c.relowner)), pg_has_role(c.relowner, 'USAGE'),
+       pg_has_role(c.relowner, 'MEMBER'), has_schema_privilege(c.relowner, n.oid, 'CREATE')
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = $1 AND c.relname = ANY ($2) AND c.relkind IN ('r', 'p')`, l.Schema, l.Tables())
+	if err != nil {
+		return nil, fmt.Errorf("read the owners of the layout's tables: %w", err)
+	}
+	canBecome, ownerCreates := map[string]bool{}, map[string]bool{}
+	for rows.Next() {
+		var name, owner string
+		var owns, member, creates bool
+		if err := rows.Scan(&name, &owner, &owns, &member, &creates); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("read the owners of the layout's tables: %w", err)
+		}
+		a.owners[name], a.owns[name] = owner, owns
+		canBecome[owner], ownerCreates[owner] = member, creates
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read the owners of the layout's tables: %w", err)
+	}
+	a.queueOwner = a.owners[l.Tables()[0]]
+	if a.queueOwner != "" && a.queueOwner != a.user && canBecome[a.queueOwner] && ownerCreates[a.queueOwner] {
+		a.creator = a.queueOwner
+	}
+
+	// Who holds what on the queue's tables: table and column privileges,
+	// and the default privileges the owners give the tables they create.
+	held := map[string]map[string]bool{}      // grantee -> privilege
+	skipTable := map[string]map[string]bool{} // grantee -> table-level privilege on the skip table
+	skipCols := map[string]map[string]bool{}  // grantee -> column-level privilege on the skip table
+	add := func(m map[string]map[string]bool, g, p string) {
+		if m[g] == nil {
+			m[g] = map[string]bool{}
+		}
+		m[g][p] = true
+	}
+	rows, err = q.Query(ctx, `WITH q AS (
+    SELECT c.oid, c.relname, c.relowner, c.relacl, c.relnamespace FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+    WHERE n.nspname = $1 AND c.relname = ANY ($2) AND c.relkind IN ('r', 'p')
+), held AS (
+    SELECT a.grantee, a.privilege_type, q.relname, 'table' AS source FROM q, aclexplode(q.relacl) a WHERE a.grantee <> q.relowner
+    UNION ALL
+    SELECT a.grantee, a.privilege_type, q.relname, 'column' FROM q
+    JOIN pg_attribute att ON att.attrelid = q.oid AND att.attnum > 0 AND NOT att.attisdropped AND att.attacl IS NOT NULL,
+    aclexplode(att.attacl) a WHERE a.grantee <> q.relowner
+    UNION ALL
+    SELECT a.grantee, a.privilege_type, '', 'default' FROM pg_default_acl d, aclexplode(d.defaclacl) a
+    WHERE d.defaclobjtype = 'r' AND d.defaclrole IN (SELECT relowner FROM q)
+      AND d.defaclnamespace IN (0, (SELECT relnamespace FROM q LIMIT 1)) AND a.grantee <> d.defaclrole
+)
+SELECT DISTINCT CASE WHEN h.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(h.grantee)) END, h.privilege_type, h.relname::text, h.source
+FROM held h ORDER BY 1, 2, 3, 4`, l.Schema, l.Tables())
+	if err != nil {
+		return nil, fmt.Errorf("read the privileges on the layout's tables: %w", err)
+	}
+	skip := l.SkipTable()
+	for rows.Next() {
+		var g, p, rel, source string
+		if err := rows.Scan(&g, &p, &rel, &source); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("read the privileges on the layout's tables: %w", err)
+		}
+		if slices.Contains(runtimePrivileges, p) {
+			add(held, g, p)
+		}
+		if rel == skip && skip != "" {
+			if source == "table" {
+				add(skipTable, g, p)
+			} else if source == "column" {
+				add(skipCols, g, p)
+			}
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read the privileges on the layout's tables: %w", err)
+	}
+
+	// What the runtime's tables and the skip column already give.
+	type object struct {
+		exists   bool
+		owner    string
+		canGrant bool
+		acl      map[string]map[string]bool
+	}
+	readObject := func(table, column string) (object, error) {
+		o := object{acl: map[string]map[string]bool{}}
+		var acl []string
+		err := q.QueryRow(ctx, `SELECT quote_ident(pg_get_userbyid(c.relowner)), pg_has_role(c.relowner, 'USAGE'),
+       ARRAY(SELECT CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(a.grantee)) END || ' ' || a.privilege_type
+             FROM aclexplode(CASE WHEN $3 = '' THEN c.relacl
+                                  ELSE (SELECT att.attacl FROM pg_attribute att WHERE att.attrelid = c.oid AND att.attname = $3 AND NOT att.attisdropped) END) a)
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')`, l.Schema, table, column).Scan(&o.owner, &o.canGrant, &acl)
+		if err == pgx.ErrNoRows {
+			return o, nil
+		}
+		if err != nil {
+			return o, fmt.Errorf("read the privileges on %s: %w", l.Table(table), err)
+		}
+		o.exists = true
+		for _, e := range acl {
+			g, p, _ := strings.Cut(e, " ")
+			add(o.acl, g, p)
+		}
+		return o, nil
+	}
+	grantees := make([]string, 0, len(held))
+	for g := range held {
+		grantees = append(grantees, g)
+	}
+	slices.Sort(grantees)
+	for _, rt := range runtimeTables {
+		o, err := readObject(rt.name, "")
+		if err != nil {
+			return nil, err
+		}
+		owner := o.owner
+		if !o.exists {
+			owner = a.creator
+			if owner == "" {
+				owner = a.user
+			}
+		}
+		want := map[string][]string{}
+		for _, g := range grantees {
+			if g == owner {
+				continue
+			}
+			for _, p := range runtimePrivileges {
+				// Every role that uses the queue reads the overrides in its
+				// admission transactions: SELECT for all of them.
+				if p == "SELECT" || held[g][p] {
+					want[g] = append(want[g], p)
+				}
+			}
+		}
+		if owner != a.queueOwner && a.queueOwner != "" {
+			// Tables that are not the queue owner's would shut out the
+			// owner's other members (the next person to run down).
+			want[a.queueOwner] = runtimePrivileges
+		}
+		for _, g := range sortedKeys(want) {
+			var missing []string
+			for _, p := range want[g] {
+				if !o.acl[g][p] {
+					missing = append(missing, p)
+				}
+			}
+			if len(missing) == 0 {
+				continue
+			}
+			why := "the queue's tables give it " + strings.Join(sortedPrivileges(held[g]), ", ")
+			if g == a.queueOwner {
+				why = "it owns the queue's tables"
+			}
+			a.grants = append(a.grants, grant{object: l.Table(rt.name), privileges: missing, grantee: g,
+				owner: map[bool]string{true: o.owner}[o.exists], canGrant: !o.exists || o.canGrant, why: why})
+		}
+	}
+	if skip != "" {
+		o, err := readObject(skip, layout.SkipMetadataColumn)
+		if err != nil {
+			return nil, err
+		}
+		for _, g := range sortedKeys(skipCols) {
+			var missing []string
+			for _, p := range columnPrivileges {
+				if skipCols[g][p] && !skipTable[g][p] && !o.acl[g][p] {
+					missing = append(missing, p)
+				}
+			}
+			if len(missing) > 0 {
+				a.grants = append(a.grants, grant{object: l.Table(skip), column: layout.Ident(layout.SkipMetadataColumn), privileges: missing, grantee: g,
+					owner: o.owner, canGrant: a.owns[skip], why: "it holds these privileges on other columns of " + l.Table(skip) + " only"})
+			}
+		}
+	}
+	return a, nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// sortedPrivileges lists a set of privileges in runtimePrivileges' order.
+func sortedPrivileges(set map[string]bool) []string {
+	var out []string
+	for _, p := range runtimePrivileges {
+		if set[p] {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// grantSQL is the grants step's statements, one per line.
+func (a *access) grantSQL() string {
+	var b strings.Builder
+	b.WriteString("-- Every role that uses the queue's tables can use what up created.\n")
+	for _, g := range a.grants {
+		b.WriteString(g.sql() + "\n")
+	}
+	return b.String()
+}
+
+// setRole is the statement that makes a transaction create as the queue's
+// owner, or "".
+func (a *access) setRole() string {
+	if a == nil || a.creator == "" {
+		return ""
+	}
+	return "-- Created as the queue's owner, so that every member of it can run down.\nSET LOCAL ROLE " + a.creator + ";\n"
+}
+
+// refusals are the preflight's fatal findings about the connected role:
+// what it cannot do that up (or down) needs, and the statement an
+// administrator runs to allow it.
+func (a *access) refusals(in *inspection, direction string) []Finding {
+	if a == nil || (direction != "up" && direction != "down") {
+		return nil
+	}
+	var fs []Finding
+	l := in.l
+	done := direction == "up" && in.state() == Migrated && len(in.drift()) == 0 || direction == "down" && in.state() == Legacy
+	if done {
+		return nil
+	}
+	for _, t := range l.Tables() {
+		if owner, ok := a.owners[t]; ok && !a.owns[t] {
+			fs = append(fs, Finding{Fatal: true, Message: fmt.Sprintf("role %s does not own table %s (its owner is %s) and does not have its owner's privileges: %s renames its key column and builds and drops indexes on it, which only the owner can do. Run as %s or a member of it (an administrator runs: GRANT %s TO %s)",
+				a.user, l.Table(t), owner, direction, owner, owner, a.user)})
+		}
+	}
+	if direction != "up" {
+		return fs
+	}
+	missingTables := !in.versionTable
+	for _, rt := range runtimeTables {
+		missingTables = missingTables || !in.runtime[rt.name]
+	}
+	if missingTables && a.creator == "" && !a.createInSchema {
+		to := a.user
+		if a.queueOwner != "" && a.queueOwner != a.user {
+			to = a.queueOwner
+		}
+		fs = append(fs, Finding{Fatal: true, Message: fmt.Sprintf("role %s cannot create tables in schema %s, where up creates its version table and the runtime's tables (%s, %s, %s). An administrator runs: GRANT CREATE ON SCHEMA %s TO %s",
+			a.user, layout.Ident(l.Schema), layout.LimitsTable, layout.SlotsTable, layout.ReschedulesTable, layout.Ident(l.Schema), to)})
+	}
+	var blocked []string
+	var owners []string
+	for _, g := range a.grants {
+		if !g.canGrant {
+			blocked = append(blocked, g.sql())
+			if !slices.Contains(owners, g.object+" (owner "+g.owner+")") {
+				owners = append(owners, g.object+" (owner "+g.owner+")")
+			}
+		}
+	}
+	if len(blocked) > 0 {
+		fs = append(fs, Finding{Fatal: true, Message: fmt.Sprintf("role %s cannot grant on %s, and the roles that use the queue's tables need these privileges there (without them their enqueues fail with 42501, permission denied). An administrator (the owner or a superuser) runs:\n      %s\n    then run up again",
+			a.user, strings.Join(owners, ", "), strings.Join(blocked, "\n      "))})
+	}
+	return fs
+}
+
+// drift lists the grants a migrated layout lacks.
+func (a *access) drift() []string {
+	if a == nil {
+		return nil
+	}
+	var out []string
+	for _, g := range a.grants {
+		what := g.object
+		if g.column != "" {
+			what += "." + g.column
+		}
+		out = append(out, fmt.Sprintf("role %s lacks %s on %s (%s)", g.grantee, strings.Join(g.privileges, ", "), what, g.why))
+	}
+	return out
+}
+
+// grantStep is up's step that grants the runtime's tables and column to
+// the roles that use the queue's tables.
+func grantStep(in *inspection) step {
+	l := in.l
+	objects := runtimeTableList(newTmplData(l, 0))
+	if st := l.SkipTable(); st != "" {
+		objects += ", " + l.Table(st) + "." + layout.Ident(layout.SkipMetadataColumn)
+	}
+	s := step{name: "grants: the runtime's tables and column to the roles that use the queue", table: objects, lock: "none on the queue", kind: stepTx,
+		sql: "-- Nothing to grant: no role but the owner uses the queue's tables, or every one has what it needs already.\n"}
+	switch {
+	case in.access == nil:
+		s.skip = "the layout's tables were not found"
+	case len(in.access.grants) == 0:
+		s.skip = "every role that uses the queue's tables has them already (or none but the owner does)"
+	default:
+		s.sql = in.access.grantSQL()
+	}
+	return s
+}

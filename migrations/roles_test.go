@@ -1,0 +1,349 @@
+package migrations_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/migrate-unique/migrate-unique/compat"
+	"github.com/migrate-unique/migrate-unique/internal/testdb"
+	"github.com/migrate-unique/migrate-unique/layout"
+	"github.com/migrate-unique/migrate-unique/migrations"
+	"github.com/migrate-unique/migrate-unique/testdata/legacy"
+)
+
+// emailJob is a legacy job type: one job per key.
+type emailJob struct{ to string }
+
+func (j emailJob) UniqueKey() string { return "email-" + j.to }
+
+// chargeJob asks for a skip record when its limit blocks it.
+type chargeJob struct{}
+
+func (chargeJob) ConcurrencyKey() string        { return "customer-7" }
+func (chargeJob) ConcurrencyLimit() (int, bool) { return 1, true }
+func (chargeJob) ConcurrencySkipRecord() bool   { return true }
+
+// appRuntime is the compat runtime as the application's DML-only role uses
+// it: one client made before the migration and kept across it.
+type appRuntime struct {
+	t      *testing.T
+	client *compat.Client
+	slots  *compat.Slots
+	n      int
+}
+
+func newAppRuntime(t *testing.T, url string, l layout.Layout) *appRuntime {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	c, err := compat.NewClient(compat.Pgx(pool), l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := compat.NewSlots(compat.Pgx(pool), l, compat.SlotsOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &appRuntime{t: t, client: c, slots: s}
+}
+
+// enqueue enqueues a new keyed job and fails the test unless it was
+// inserted.
+func (a *appRuntime) enqueue(when string) {
+	a.t.Helper()
+	a.n++
+	res, err := a.client.Enqueue(context.Background(), compat.Job{Class: "app.jobs.Email", Value: emailJob{to: when + "-" + strings.Repeat("x", a.n)}})
+	if err != nil {
+		a.t.Fatalf("the application role's enqueue %s: %v", when, err)
+	}
+	if !res.Inserted() {
+		a.t.Fatalf("the application role's enqueue %s was skipped: %+v", when, res.Skipped)
+	}
+}
+
+// migrated uses what up created: an override, a slot lease, a skip record.
+func (a *appRuntime) migrated(when string) {
+	a.t.Helper()
+	ctx := context.Background()
+	o := a.slots.Overrides()
+	if err := o.SetLimit(ctx, "app.jobs.Email::email-override", 2, "test"); err != nil {
+		a.t.Fatalf("the application role sets an override %s: %v", when, err)
+	}
+	if _, ok, err := o.Get(ctx, "app.jobs.Email::email-override"); err != nil || !ok {
+		a.t.Fatalf("the application role reads its override %s: ok %v, %v", when, ok, err)
+	}
+	if _, err := o.ClearLimit(ctx, "app.jobs.Email::email-override"); err != nil {
+		a.t.Fatalf("the application role clears its override %s: %v", when, err)
+	}
+	lease, ok, err := a.slots.Acquire(ctx, "app.jobs.Charge::customer-7", 1, "job-1", "worker-1", time.Minute)
+	if err != nil || !ok {
+		a.t.Fatalf("the application role takes a slot %s: acquired %v, %v", when, ok, err)
+	}
+	if _, err := a.slots.Extend(ctx, lease, time.Minute); err != nil {
+		a.t.Fatalf("the application role extends its slot %s: %v", when, err)
+	}
+	if err := a.slots.Release(ctx, lease); err != nil {
+		a.t.Fatalf("the application role releases its slot %s: %v", when, err)
+	}
+	if _, err := a.slots.CleanupExpired(ctx); err != nil {
+		a.t.Fatalf("the application role sweeps the slots %s: %v", when, err)
+	}
+	if a.client.Layout().ResultsTable == "" || a.client.Layout().SingleTable() {
+		return // no skip records: no results table, or the jobs table's CHECK on its states has no 'skipped'
+	}
+	for i := range 2 {
+		res, err := a.client.Enqueue(ctx, compat.Job{Class: "app.jobs.Charge", Value: chargeJob{}})
+		if err != nil {
+			a.t.Fatalf("the application role's enqueue %d of a job with skip records %s: %v", i, when, err)
+		}
+		if i == 1 && (res.Skipped == nil || res.Skipped.RecordID == 0) {
+			a.t.Fatalf("the second charge %s left no skip record: %+v", when, res)
+		}
+	}
+}
+
+// On a managed server (no superuser; the tables belong to a NOLOGIN role;
+// the migration runs as a member of it; the application has DML only),
+// the application's enqueues, overrides and slots work before up, after
+// it, and after down, with one client made before the migration: up grants
+// the application what it needs on what it creates.
+func TestApplicationRoleWorksAcrossUpAndDown(t *testing.T) {
+	for _, s := range legacy.All {
+		t.Run(s.Name, func(t *testing.T) {
+			ctx := context.Background()
+			url := legacyDB(t, s)
+			roles := testdb.ManagedRoles(t, url, s.Resolved.Schema)
+			app := newAppRuntime(t, roles.AppURL, s.Layout)
+			app.enqueue("before up")
+
+			p, err := migrations.Plan(ctx, roles.MigratorURL, s.Layout)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range p.Findings {
+				if f.Fatal {
+					t.Fatalf("plan refuses as the owner's member: %s", f)
+				}
+			}
+			var grants string
+			for _, st := range p.Steps {
+				if strings.HasPrefix(st.Name, "grants") {
+					grants = st.SQL
+				}
+			}
+			want := "GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE " + s.Resolved.Table(layout.LimitsTable) + " TO " + roles.App + ";"
+			if !strings.Contains(grants, want) {
+				t.Fatalf("plan's grants step lacks %q:\n%s", want, grants)
+			}
+			files, err := migrations.FilesFor(ctx, roles.MigratorURL, s.Layout)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !filesContain(files, want) {
+				t.Fatalf("sql --database writes no file with %q", want)
+			}
+
+			if _, err := migrations.Up(ctx, roles.MigratorURL, s.Layout, migrations.Options{}); err != nil {
+				t.Fatal(err)
+			}
+			app.enqueue("after up")
+			app.migrated("after up")
+			conn := testdb.Connect(t, url)
+			var owner string
+			if err := conn.QueryRow(ctx, "SELECT pg_get_userbyid(relowner) FROM pg_class WHERE oid = $1::regclass", s.Resolved.Table(layout.LimitsTable)).Scan(&owner); err != nil {
+				t.Fatal(err)
+			}
+			if owner != roles.Owner {
+				t.Errorf("%s belongs to %s, not to the queue's owner %s", layout.LimitsTable, owner, roles.Owner)
+			}
+			st, err := migrations.Status(ctx, roles.MigratorURL, s.Layout)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.State != migrations.Migrated || len(st.Drift) > 0 {
+				t.Fatalf("status after up: %s, drift %q", st.State, st.Drift)
+			}
+
+			if _, err := migrations.Down(ctx, roles.MigratorURL, s.Layout, migrations.Options{}); err != nil {
+				t.Fatal(err)
+			}
+			app.enqueue("after down")
+
+			// Up again, and down with an override in place: the table that
+			// holds it stays, and so do the grants the runtime reads it by.
+			if _, err := migrations.Up(ctx, roles.MigratorURL, s.Layout, migrations.Options{}); err != nil {
+				t.Fatal(err)
+			}
+			app.enqueue("after the second up")
+			if err := app.slots.Overrides().SetLimit(ctx, "app.jobs.Other", 5, "kept"); err != nil {
+				t.Fatal(err)
+			}
+			rep, err := migrations.Down(ctx, roles.MigratorURL, s.Layout, migrations.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(rep.Kept) == 0 {
+				t.Fatalf("down kept nothing, but an override was set")
+			}
+			app.enqueue("after a down that kept the overrides")
+		})
+	}
+}
+
+func filesContain(files map[string]string, s string) bool {
+	for _, f := range files {
+		if strings.Contains(f, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// A migrated layout whose runtime tables lack the application's grants
+// (migrated by an earlier version of the tool) shows it as drift, and up
+// repairs it.
+func TestMissingGrantsAreDriftThatUpRepairs(t *testing.T) {
+	ctx := context.Background()
+	s := legacy.PlainJobs
+	url := legacyDB(t, s)
+	roles := testdb.ManagedRoles(t, url, s.Resolved.Schema)
+	if _, err := migrations.Up(ctx, roles.MigratorURL, s.Layout, migrations.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	conn := testdb.Connect(t, url)
+	if _, err := conn.Exec(ctx, "REVOKE ALL ON "+s.Resolved.Table(layout.LimitsTable)+" FROM "+roles.App); err != nil {
+		t.Fatal(err)
+	}
+	st, err := migrations.Status(ctx, roles.MigratorURL, s.Layout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Drift) != 1 || !contains(st.Drift[0], roles.App, "SELECT, INSERT, UPDATE, DELETE", layout.LimitsTable) {
+		t.Fatalf("drift: %q", st.Drift)
+	}
+	if _, err := migrations.Up(ctx, roles.MigratorURL, s.Layout, migrations.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	app := newAppRuntime(t, roles.AppURL, s.Layout)
+	app.enqueue("after the repair")
+	if st, err = migrations.Status(ctx, roles.MigratorURL, s.Layout); err != nil || len(st.Drift) > 0 {
+		t.Fatalf("status after the repair: %v, drift %q", err, st.Drift)
+	}
+}
+
+// Privileges are mirrored as the queue's tables give them: to PUBLIC, by
+// column, and from the owner's default privileges.
+func TestGrantsMirrorPublicColumnAndDefaultPrivileges(t *testing.T) {
+	ctx := context.Background()
+	s := legacy.PlainJobs
+	url := legacyDB(t, s)
+	roles := testdb.ManagedRoles(t, url, s.Resolved.Schema)
+	conn := testdb.Connect(t, url)
+	results := s.Resolved.Table(s.Resolved.ResultsTable)
+	for _, stmt := range []string{
+		"GRANT SELECT ON " + s.Resolved.Table(s.Resolved.RequestsTable) + " TO PUBLIC",
+		// The app reads and writes the results table by column only.
+		"REVOKE ALL ON " + results + " FROM " + roles.App,
+		"GRANT SELECT (id, job_class), INSERT (id, job_class, unique_key) ON " + results + " TO " + roles.App,
+		"ALTER DEFAULT PRIVILEGES FOR ROLE " + roles.Owner + " IN SCHEMA public GRANT SELECT, TRUNCATE ON TABLES TO " + roles.Migrator,
+	} {
+		if _, err := conn.Exec(ctx, stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	p, err := migrations.Plan(ctx, roles.MigratorURL, s.Layout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var grants string
+	for _, st := range p.Steps {
+		if strings.HasPrefix(st.Name, "grants") {
+			grants = st.SQL
+		}
+	}
+	limits := s.Resolved.Table(layout.LimitsTable)
+	for _, want := range []string{
+		"GRANT SELECT ON TABLE " + limits + " TO PUBLIC;",
+		"GRANT SELECT ON TABLE " + limits + " TO " + roles.Migrator + ";",
+		"GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE " + limits + " TO " + roles.App + ";",
+		`GRANT SELECT ("concurrency_skip"), INSERT ("concurrency_skip") ON TABLE ` + results + " TO " + roles.App + ";",
+	} {
+		if !strings.Contains(grants, want) {
+			t.Errorf("grants lack %q:\n%s", want, grants)
+		}
+	}
+	if strings.Contains(grants, "TRUNCATE") {
+		t.Errorf("grants mirror TRUNCATE, which the runtime never uses:\n%s", grants)
+	}
+	if _, err := migrations.Up(ctx, roles.MigratorURL, s.Layout, migrations.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	var ok bool
+	if err := conn.QueryRow(ctx, "SELECT has_column_privilege($1, $2::regclass, 'concurrency_skip', 'INSERT')", roles.App, results).Scan(&ok); err != nil || !ok {
+		t.Fatalf("the application cannot insert the skip-metadata column: %v %v", ok, err)
+	}
+}
+
+// A runtime table the migration's role cannot grant on (an administrator
+// created it) is refused in plan and before any change, naming the
+// statements an administrator must run; once they ran, up goes on.
+func TestUpRefusesGrantsItCannotMakeAndNamesThem(t *testing.T) {
+	ctx := context.Background()
+	s := legacy.PlainJobs
+	url := legacyDB(t, s)
+	roles := testdb.ManagedRoles(t, url, s.Resolved.Schema)
+	conn := testdb.Connect(t, url)
+	l, err := s.Layout.Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, stmt := range l.RuntimeDDL()[:1] { // concurrency_limits, owned by the superuser
+		if _, err := conn.Exec(ctx, stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := takeSnapshot(t, url, s.Layout)
+	limits := l.Table(layout.LimitsTable)
+	statements := []string{
+		"GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE " + limits + " TO " + roles.App + ";",
+		"GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE " + limits + " TO " + roles.Owner + ";",
+	}
+	p, err := migrations.Plan(ctx, roles.MigratorURL, s.Layout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := ""
+	for _, f := range p.Findings {
+		if f.Fatal {
+			refused += f.Message
+		}
+	}
+	if !contains(refused, statements...) || !contains(refused, "cannot grant on "+limits) {
+		t.Fatalf("plan does not refuse with the statements %q: %q", statements, refused)
+	}
+	_, err = migrations.Up(ctx, roles.MigratorURL, s.Layout, migrations.Options{})
+	var pe *migrations.PreflightError
+	if !errors.As(err, &pe) || !contains(err.Error(), statements...) {
+		t.Fatalf("up: %v", err)
+	}
+	if d := before.diff(takeSnapshot(t, url, s.Layout)); d != "" {
+		t.Fatalf("the refused up changed the database:\n%s", d)
+	}
+	for _, stmt := range statements {
+		if _, err := conn.Exec(ctx, stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := migrations.Up(ctx, roles.MigratorURL, s.Layout, migrations.Options{}); err != nil {
+		t.Fatalf("up after the administrator's grants: %v", err)
+	}
+	newAppRuntime(t, roles.AppURL, s.Layout).enqueue("after up")
+}

@@ -1,0 +1,116 @@
+package migrations
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// sessionVisible is true (pg_stat_activity a) when the server shows the
+// connected role the session's transaction start, state and query: to a
+// superuser, a member of pg_read_all_stats, or a role with the privileges
+// of the session's role. Anyone else reads NULLs there, and
+// "<insufficient privilege>" for the query.
+const sessionVisible = `(coalesce((SELECT r.rolsuper FROM pg_roles r WHERE r.rolname = current_user), false)
+        OR pg_has_role('pg_read_all_stats', 'USAGE')
+        OR (a.usesysid IS NOT NULL AND pg_has_role(a.usesysid, 'USAGE')))`
+
+// hiddenWatch bounds how long the preflight watches, in pg_locks, a session
+// whose transaction the connected role cannot see: it refuses when the
+// session holds its lock in one transaction for this long (or
+// LongTransaction, when shorter), since it cannot tell such a transaction
+// from one open for hours.
+const hiddenWatch = 5 * time.Second
+
+// checkHidden is the long-transaction check for sessions the connected
+// role cannot see in pg_stat_activity (managed servers: no superuser, no
+// pg_read_all_stats). pg_locks shows every lock on the queue's tables,
+// whatever the role: a client session that holds one in the same
+// transaction (pid and virtual transaction) for the whole watch is refused,
+// naming it; one whose transaction ends meanwhile passes. The findings say
+// what the role cannot see and which grant lets it.
+func (r *runner) checkHidden(ctx context.Context, in *inspection) ([]Finding, error) {
+	a := in.access
+	if a == nil || a.seesSessions {
+		return nil, nil
+	}
+	watch := min(r.opts.LongTransaction, hiddenWatch)
+	var fs []Finding
+	fs = append(fs, Finding{Message: fmt.Sprintf("role %s cannot see other roles' sessions in pg_stat_activity (when their transactions started, their state and query are hidden from a role without pg_read_all_stats): the long-transaction check reads pg_locks instead, which shows every lock on the queue's tables but not for how long it has been held. A session holding one is watched for up to %s and refused if its transaction lasts that long; for the exact check (refusing only past --long-transaction, %s), an administrator runs: GRANT pg_read_all_stats TO %s",
+		a.user, watch, r.opts.LongTransaction, a.user)})
+	watched := map[holder]session{}
+	for _, s := range in.sessions {
+		switch {
+		case s.visible:
+		case s.role == "":
+			fs = append(fs, Finding{Message: fmt.Sprintf("backend pid %d, a background process (most likely an autovacuum worker), holds %s on %s; role %s cannot tell whether it is an anti-wraparound vacuum, which does not give way to the index builds and the cutover (GRANT pg_read_all_stats TO %s lets it)",
+				s.pid, s.mode, r.l.Table(s.table), a.user, a.user)})
+		default:
+			watched[holder{s.pid, s.vxid}] = s
+		}
+	}
+	if len(watched) == 0 {
+		return fs, nil
+	}
+	tables := make([]string, 0, len(r.l.Tables()))
+	for _, t := range r.l.Tables() {
+		tables = append(tables, r.l.Table(t))
+	}
+	start := time.Now()
+	for len(watched) > 0 && time.Since(start) < watch {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(min(100*time.Millisecond, watch-time.Since(start))):
+		}
+		rows, err := r.conn.Query(ctx, `SELECT DISTINCT lk.pid, lk.virtualtransaction FROM pg_locks lk
+WHERE lk.relation IN (SELECT unnest($1::text[])::regclass) AND lk.pid <> pg_backend_pid()`, tables)
+		if err != nil {
+			return nil, fmt.Errorf("watch the locks on the layout's tables: %w", err)
+		}
+		still := map[holder]bool{}
+		for rows.Next() {
+			var h holder
+			if err := rows.Scan(&h.pid, &h.vxid); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("watch the locks on the layout's tables: %w", err)
+			}
+			still[h] = true
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("watch the locks on the layout's tables: %w", err)
+		}
+		for h := range watched {
+			if !still[h] {
+				delete(watched, h)
+			}
+		}
+	}
+	held := time.Since(start).Round(100 * time.Millisecond)
+	for _, h := range sortedHolders(watched) {
+		s := watched[h]
+		fs = append(fs, Finding{Fatal: true, Message: fmt.Sprintf("session pid %d of role %s has held %s on %s in one transaction for at least %s (seen in pg_locks; role %s cannot see when the transaction started, its state or its query); it may be hours old, and would stall the index builds and the cutover: wait for it to end or end it (SELECT pg_terminate_backend(%d)), then run again. An administrator who runs GRANT pg_read_all_stats TO %s lets up see its age and refuse only past --long-transaction",
+			s.pid, s.role, s.mode, r.l.Table(s.table), held, a.user, s.pid, a.user)})
+	}
+	return fs, nil
+}
+
+// sortedHolders lists the watched sessions by pid.
+func sortedHolders[V any](m map[holder]V) []holder {
+	out := make([]holder, 0, len(m))
+	for h := range m {
+		out = append(out, h)
+	}
+	slices.SortFunc(out, func(a, b holder) int { return cmp.Or(a.pid-b.pid, strings.Compare(a.vxid, b.vxid)) })
+	return out
+}
+
+// holder is a session's transaction as pg_locks names it.
+type holder struct {
+	pid  int
+	vxid string
+}
