@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -60,6 +61,7 @@ func (r *runner) checkHidden(ctx context.Context, in *inspection) ([]Finding, er
 		tables = append(tables, r.l.Table(t))
 	}
 	start := time.Now()
+	seen := maps.Clone(watched)
 	for len(watched) > 0 && time.Since(start) < watch {
 		select {
 		case <-ctx.Done():
@@ -91,6 +93,12 @@ WHERE lk.relation IN (SELECT unnest($1::text[])::regclass) AND lk.pid <> pg_back
 		}
 	}
 	held := time.Since(start).Round(100 * time.Millisecond)
+	for _, h := range sortedHolders(seen) {
+		if _, ok := watched[h]; !ok {
+			s := seen[h]
+			fs = append(fs, Finding{Message: fmt.Sprintf("session pid %d of role %s held %s on %s; its transaction ended while it was watched", s.pid, s.role, s.mode, r.l.Table(s.table))})
+		}
+	}
 	for _, h := range sortedHolders(watched) {
 		s := watched[h]
 		fs = append(fs, Finding{Fatal: true, Message: fmt.Sprintf("session pid %d of role %s has held %s on %s in one transaction for at least %s (seen in pg_locks; role %s cannot see when the transaction started, its state or its query); it may be hours old, and would stall the index builds and the cutover: wait for it to end or end it (SELECT pg_terminate_backend(%d)), then run again. An administrator who runs GRANT pg_read_all_stats TO %s lets up see its age and refuse only past --long-transaction",
