@@ -1,0 +1,72 @@
+package main
+
+import (
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/migrate-unique/migrate-unique/internal/testdb"
+)
+
+// Every command works as on a managed server: logged in as a member of the
+// NOLOGIN role that owns the queue's tables, without superuser,
+// CREATEROLE or pg_read_all_stats. plan and up say what the role cannot
+// see; the grants the application role needs are planned, written and
+// made.
+func TestEveryCommandAsTheTablesOwnersMember(t *testing.T) {
+	db := plainJobsDB(t)
+	roles := testdb.ManagedRoles(t, db, "public")
+	mig := roles.MigratorURL
+	u, err := url.Parse(mig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	password, _ := u.User.Password()
+	grant := `GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE "public"."concurrency_limits" TO ` + roles.App + ";"
+	cannotSee := "cannot see other roles' sessions"
+	fix := "GRANT pg_read_all_stats TO " + roles.Migrator
+	dir := filepath.Join(t.TempDir(), "sql")
+	steps := []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"status", "--database", mig}, []string{"state:    legacy"}},
+		{[]string{"plan", "--database", mig}, []string{"state:    legacy", cannotSee, fix, grant}},
+		{[]string{"sql", "--dir", dir, "--database", mig}, []string{"_grants.up.sql"}},
+		{[]string{"up", "--database", mig}, []string{cannotSee, fix, "grants", "up: legacy -> migrated"}},
+		{[]string{"status", "--database", mig}, []string{"state:    migrated"}},
+		{[]string{"concurrency", "set", "app.jobs.Email", "--limit", "3", "--reason", "managed", "--force", "--database", mig}, nil},
+		{[]string{"concurrency", "status", "--database", mig}, []string{"app.jobs.Email"}},
+		{[]string{"concurrency", "set", "app.jobs.Email", "--clear", "--database", mig}, nil},
+		{[]string{"plan", "--database", mig}, []string{"already migrated"}},
+		{[]string{"down", "--database", mig}, []string{cannotSee, "down: migrated -> legacy"}},
+		{[]string{"status", "--database", mig}, []string{"state:    legacy"}},
+	}
+	for _, s := range steps {
+		code, out, errOut := runCLI(t, s.args...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d\nstdout:\n%s\nstderr:\n%s", s.args[:2], code, out, errOut)
+		}
+		for _, w := range s.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("%v: stdout lacks %q:\n%s", s.args[:2], w, out)
+			}
+		}
+		if strings.Contains(out+errOut, password) {
+			t.Errorf("%v printed the password", s.args[:2])
+		}
+	}
+	written, err := filepath.Glob(filepath.Join(dir, "*_grants.up.sql"))
+	if err != nil || len(written) != 1 {
+		t.Fatalf("sql wrote %v grants files (%v)", written, err)
+	}
+	body, err := os.ReadFile(written[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(body), grant) {
+		t.Fatalf("%s lacks %q:\n%s", written[0], grant, body)
+	}
+}
