@@ -1,6 +1,7 @@
 package migrations
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -38,8 +39,10 @@ type access struct {
 	// owner, a member of it with INHERIT, or a superuser).
 	owners map[string]string
 	owns   map[string]bool
-	// queueOwner is the owner of the layout's first table, quoted.
-	queueOwner string
+	// queueOwner is the owner of the layout's first table, quoted, and
+	// canBecomeOwner says the connected role may SET ROLE to it.
+	queueOwner     string
+	canBecomeOwner bool
 	// creator is the role up creates its tables as (SET LOCAL ROLE), quoted:
 	// the queue's owner when the connected role may become it and the owner
 	// may create in the schema, so that every member of the owner can run
@@ -48,6 +51,11 @@ type access struct {
 	creator string
 	// grants are the GRANTs up must run (those already in place left out).
 	grants []grant
+	// foreignVersion and foreignRuntime name the version table and the
+	// runtime's tables that exist and whose owner's privileges the
+	// connected role does not have: it cannot alter or drop them.
+	foreignVersion string
+	foreignRuntime []string
 }
 
 // grant is one GRANT statement of up.
@@ -108,6 +116,7 @@ WHERE n.nspname = $1 AND c.relname = ANY ($2) AND c.relkind IN ('r', 'p')`, l.Sc
 		return nil, fmt.Errorf("read the owners of the layout's tables: %w", err)
 	}
 	a.queueOwner = a.owners[l.Tables()[0]]
+	a.canBecomeOwner = canBecome[a.queueOwner]
 	if a.queueOwner != "" && a.queueOwner != a.user && canBecome[a.queueOwner] && ownerCreates[a.queueOwner] {
 		a.creator = a.queueOwner
 	}
@@ -199,10 +208,18 @@ WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')`, l.Schema, 
 		grantees = append(grantees, g)
 	}
 	slices.Sort(grantees)
+	if o, err := readObject(layout.VersionTable, ""); err != nil {
+		return nil, err
+	} else if o.exists && !o.canGrant {
+		a.foreignVersion = fmt.Sprintf("%s (owner %s)", l.Table(layout.VersionTable), o.owner)
+	}
 	for _, rt := range runtimeTables {
 		o, err := readObject(rt.name, "")
 		if err != nil {
 			return nil, err
+		}
+		if o.exists && !o.canGrant {
+			a.foreignRuntime = append(a.foreignRuntime, fmt.Sprintf("%s (owner %s)", l.Table(rt.name), o.owner))
 		}
 		owner := o.owner
 		if !o.exists {
@@ -326,6 +343,18 @@ func (a *access) refusals(in *inspection, direction string) []Finding {
 				a.user, l.Table(t), owner, direction, owner, owner, a.user)})
 		}
 	}
+	foreign := a.foreignRuntime
+	what := "down drops the runtime's tables (unless they hold operator data) and records its progress in the version table"
+	if direction == "up" {
+		foreign, what = nil, "up records its progress in the version table"
+	}
+	if a.foreignVersion != "" {
+		foreign = append(foreign, a.foreignVersion)
+	}
+	if len(foreign) > 0 {
+		fs = append(fs, Finding{Fatal: true, Message: fmt.Sprintf("role %s does not own %s and does not have the owner's privileges; %s. Run as the owner or a member of it (an administrator runs GRANT <owner> TO %s, or ALTER TABLE ... OWNER TO %s)",
+			a.user, strings.Join(foreign, ", "), what, a.user, cmp.Or(a.queueOwner, a.user))})
+	}
 	if direction != "up" {
 		return fs
 	}
@@ -335,8 +364,8 @@ func (a *access) refusals(in *inspection, direction string) []Finding {
 	}
 	if missingTables && a.creator == "" && !a.createInSchema {
 		to := a.user
-		if a.queueOwner != "" && a.queueOwner != a.user {
-			to = a.queueOwner
+		if a.canBecomeOwner && a.queueOwner != "" {
+			to = a.queueOwner // so that what up creates belongs to the queue's owner
 		}
 		fs = append(fs, Finding{Fatal: true, Message: fmt.Sprintf("role %s cannot create tables in schema %s, where up creates its version table and the runtime's tables (%s, %s, %s). An administrator runs: GRANT CREATE ON SCHEMA %s TO %s",
 			a.user, layout.Ident(l.Schema), layout.LimitsTable, layout.SlotsTable, layout.ReschedulesTable, layout.Ident(l.Schema), to)})

@@ -346,4 +346,86 @@ func TestUpRefusesGrantsItCannotMakeAndNamesThem(t *testing.T) {
 		t.Fatalf("up after the administrator's grants: %v", err)
 	}
 	newAppRuntime(t, roles.AppURL, s.Layout).enqueue("after up")
+
+	// down would drop the administrator's table: it refuses before any
+	// change rather than fail half-way.
+	migrated := takeSnapshot(t, url, s.Layout)
+	_, err = migrations.Down(ctx, roles.MigratorURL, s.Layout, migrations.Options{})
+	if !errors.As(err, &pe) || !contains(err.Error(), "does not own "+limits+" (owner ", "down drops") {
+		t.Fatalf("down: %v", err)
+	}
+	if d := migrated.diff(takeSnapshot(t, url, s.Layout)); d != "" {
+		t.Fatalf("the refused down changed the database:\n%s", d)
+	}
+}
+
+// A role that does not own the queue's tables (the application's) is
+// refused before any change, told which grant would let it run.
+func TestUpRefusesARoleThatDoesNotOwnTheTables(t *testing.T) {
+	ctx := context.Background()
+	s := legacy.PlainJobs
+	url := legacyDB(t, s)
+	roles := testdb.ManagedRoles(t, url, s.Resolved.Schema)
+	before := takeSnapshot(t, url, s.Layout)
+	_, err := migrations.Up(ctx, roles.AppURL, s.Layout, migrations.Options{})
+	var pe *migrations.PreflightError
+	if !errors.As(err, &pe) {
+		t.Fatalf("up as the application's role: %v, want a *PreflightError", err)
+	}
+	for _, want := range []string{
+		"does not own table " + s.Resolved.Table(s.Resolved.RequestsTable) + " (its owner is " + roles.Owner + ")",
+		"GRANT " + roles.Owner + " TO " + roles.App,
+		`GRANT CREATE ON SCHEMA "public" TO ` + roles.App,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the refusal lacks %q:\n%v", want, err)
+		}
+	}
+	if d := before.diff(takeSnapshot(t, url, s.Layout)); d != "" {
+		t.Fatalf("a refused up changed the database:\n%s", d)
+	}
+}
+
+// When the queue's owner may not create in the schema, up asks for it;
+// when only the migration's own role may, up creates as it and grants the
+// queue's owner too, so the owner's other members (and the application)
+// keep working.
+func TestWithoutTheOwnersCreateUpCreatesAsItselfAndGrantsTheOwner(t *testing.T) {
+	ctx := context.Background()
+	s := legacy.PlainJobs
+	url := legacyDB(t, s)
+	roles := testdb.ManagedRoles(t, url, s.Resolved.Schema)
+	conn := testdb.Connect(t, url)
+	if _, err := conn.Exec(ctx, "REVOKE CREATE ON SCHEMA public FROM "+roles.Owner); err != nil {
+		t.Fatal(err)
+	}
+	_, err := migrations.Up(ctx, roles.MigratorURL, s.Layout, migrations.Options{})
+	if err == nil || !strings.Contains(err.Error(), `GRANT CREATE ON SCHEMA "public" TO `+roles.Owner) {
+		t.Fatalf("up without CREATE: %v", err)
+	}
+	if _, err := conn.Exec(ctx, "GRANT CREATE ON SCHEMA public TO "+roles.Migrator); err != nil {
+		t.Fatal(err)
+	}
+	limits := s.Resolved.Table(layout.LimitsTable)
+	p, err := migrations.Plan(ctx, roles.MigratorURL, s.Layout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var grants string
+	for _, st := range p.Steps {
+		if strings.HasPrefix(st.Name, "grants") {
+			grants = st.SQL
+		}
+	}
+	if want := "GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE " + limits + " TO " + roles.Owner + ";"; !strings.Contains(grants, want) {
+		t.Fatalf("grants lack %q:\n%s", want, grants)
+	}
+	if _, err := migrations.Up(ctx, roles.MigratorURL, s.Layout, migrations.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	newAppRuntime(t, roles.AppURL, s.Layout).enqueue("after up")
+	var ownerReads bool
+	if err := conn.QueryRow(ctx, "SELECT has_table_privilege($1, $2::regclass, 'SELECT, INSERT, UPDATE, DELETE')", roles.Owner, limits).Scan(&ownerReads); err != nil || !ownerReads {
+		t.Fatalf("the queue's owner cannot use %s: %v %v", limits, ownerReads, err)
+	}
 }
