@@ -310,6 +310,9 @@ func (a *access) grantSQL() string {
 	var b strings.Builder
 	b.WriteString("-- Every role that uses the queue's tables can use what up created.\n")
 	for _, g := range a.grants {
+		if !g.canGrant {
+			fmt.Fprintf(&b, "-- %s cannot grant on %s (owner %s): an administrator runs this one.\n", a.user, g.object, g.owner)
+		}
 		b.WriteString(g.sql() + "\n")
 	}
 	return b.String()
