@@ -310,12 +310,13 @@ func (r *runner) holder(ctx context.Context) (*BusyError, error) {
 	var h BusyError
 	var age float64
 	err := r.conn.QueryRow(ctx, `SELECT a.pid, coalesce(a.application_name, ''), coalesce(a.state, ''), left(coalesce(a.query, ''), 200),
-       coalesce(extract(epoch FROM now() - CASE WHEN a.state = 'active' THEN a.query_start ELSE a.state_change END), 0)::float8
+       coalesce(extract(epoch FROM now() - CASE WHEN a.state = 'active' THEN a.query_start ELSE a.state_change END), 0)::float8,
+       NOT `+sessionVisible+`
 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
 WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 AND l.pid <> pg_backend_pid()
   AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
   AND l.classid::bigint = ($1::bigint >> 32) & 4294967295 AND l.objid::bigint = $1::bigint & 4294967295
-LIMIT 1`, r.lockID()).Scan(&h.PID, &h.Application, &h.State, &h.Query, &age)
+LIMIT 1`, r.lockID()).Scan(&h.PID, &h.Application, &h.State, &h.Query, &age, &h.Hidden)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
@@ -363,6 +364,9 @@ type BusyError struct {
 	// Orphaned says that the run that opened the session was on this host
 	// and its process no longer exists: nothing will ever use the session.
 	Orphaned bool
+	// Hidden says the connected role cannot see the session's state, query
+	// and age (another role's session, and no pg_read_all_stats).
+	Hidden bool
 }
 
 // Is makes errors.Is(err, ErrBusy) true.
@@ -377,6 +381,9 @@ func (e *BusyError) Error() string {
 	what := fmt.Sprintf("backend pid %d, %s for %s", e.PID, e.State, e.Age.Round(time.Second))
 	if e.Query != "" {
 		what += fmt.Sprintf(": %q", e.Query)
+	}
+	if e.Hidden {
+		what = fmt.Sprintf("backend pid %d of another role: its state, query and age are hidden from this role without pg_read_all_stats", e.PID)
 	}
 	end := fmt.Sprintf("SELECT pg_terminate_backend(%d)", e.PID)
 	if e.Orphaned {

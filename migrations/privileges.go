@@ -93,10 +93,16 @@ FROM pg_roles r, pg_namespace n WHERE r.rolname = current_user AND n.nspname = $
 		Scan(&a.user, &a.superuser, &a.seesSessions, &a.createInSchema); err != nil {
 		return nil, fmt.Errorf("read the connected role: %w", err)
 	}
+	// SET ROLE needs membership; from PostgreSQL 16 on, a membership with
+	// its SET option.
+	setRole := "MEMBER"
+	if in.serverVersion >= 160000 {
+		setRole = "SET"
+	}
 	rows, err := q.Query(ctx, `SELECT c.relname::text, quote_ident(pg_get_userbyid(c.relowner)), pg_has_role(c.relowner, 'USAGE'),
-       pg_has_role(c.relowner, 'MEMBER'), has_schema_privilege(c.relowner, n.oid, 'CREATE')
+       pg_has_role(c.relowner, $3), has_schema_privilege(c.relowner, n.oid, 'CREATE')
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-WHERE n.nspname = $1 AND c.relname = ANY ($2) AND c.relkind IN ('r', 'p')`, l.Schema, l.Tables())
+WHERE n.nspname = $1 AND c.relname = ANY ($2) AND c.relkind IN ('r', 'p')`, l.Schema, l.Tables(), setRole)
 	if err != nil {
 		return nil, fmt.Errorf("read the owners of the layout's tables: %w", err)
 	}
@@ -336,8 +342,7 @@ func (a *access) refusals(in *inspection, direction string) []Finding {
 	}
 	var fs []Finding
 	l := in.l
-	done := direction == "up" && in.state() == Migrated && len(in.drift()) == 0 || direction == "down" && in.state() == Legacy
-	if done {
+	if in.nothingToDo(direction) {
 		return nil
 	}
 	for _, t := range l.Tables() {
@@ -425,4 +430,10 @@ func grantStep(in *inspection) step {
 		s.sql = in.access.grantSQL()
 	}
 	return s
+}
+
+// nothingToDo reports a run of direction that would change nothing: up on
+// a migrated layout without drift, down on a legacy one.
+func (in *inspection) nothingToDo(direction string) bool {
+	return direction == "up" && in.state() == Migrated && len(in.drift()) == 0 || direction == "down" && in.state() == Legacy
 }

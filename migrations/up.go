@@ -276,7 +276,7 @@ func (r *runner) preflight(ctx context.Context, direction string) (*inspection, 
 		}
 	}
 	if direction == "up" || direction == "down" {
-		hidden, err := r.checkHidden(ctx, in)
+		hidden, err := r.checkHidden(ctx, in, direction)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -33,7 +33,7 @@ const hiddenWatch = 5 * time.Second
 // transaction (pid and virtual transaction) for the whole watch is refused,
 // naming it; one whose transaction ends meanwhile passes. The findings say
 // what the role cannot see and which grant lets it.
-func (r *runner) checkHidden(ctx context.Context, in *inspection) ([]Finding, error) {
+func (r *runner) checkHidden(ctx context.Context, in *inspection, direction string) ([]Finding, error) {
 	a := in.access
 	if a == nil || a.seesSessions {
 		return nil, nil
@@ -53,7 +53,7 @@ func (r *runner) checkHidden(ctx context.Context, in *inspection) ([]Finding, er
 			watched[holder{s.pid, s.vxid}] = s
 		}
 	}
-	if len(watched) == 0 {
+	if len(watched) == 0 || in.nothingToDo(direction) {
 		return fs, nil
 	}
 	tables := make([]string, 0, len(r.l.Tables()))
