@@ -195,6 +195,9 @@ type runner struct {
 	pooler *PoolerError
 	// locked says the run holds its session advisory lock.
 	locked bool
+	// hiddenSeen is when the run first saw each lock holder it cannot see
+	// in pg_stat_activity (see hiddenLongHolder).
+	hiddenSeen map[holder]time.Time
 }
 
 func connect(ctx context.Context, url string) (*pgx.Conn, error) {
@@ -455,7 +458,7 @@ WHERE lk.granted AND lk.pid <> pg_backend_pid() AND lk.relation IN (SELECT unnes
   AND a.xact_start < now() - make_interval(secs => $2) AND NOT `+yieldingAutovacuum+`
 ORDER BY a.xact_start LIMIT 1`, tables, r.lockWait(1).Seconds()).Scan(&h.PID, &h.Table, &h.Mode, &age, &h.Query)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil
+		return r.hiddenLongHolder(ctx, tables)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read the lock holders: %w", err)

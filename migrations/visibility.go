@@ -122,3 +122,43 @@ type holder struct {
 	pid  int
 	vxid string
 }
+
+// hiddenLongHolder is longHolder for the sessions the connected role cannot
+// see (their xact_start reads NULL): a session whose transaction, by its
+// pid and virtual transaction in pg_locks, has held a lock on one of tables
+// since an earlier attempt, longer than the first attempt's lock wait, is
+// a long holder too. Age is how long the run has seen it, a lower bound.
+func (r *runner) hiddenLongHolder(ctx context.Context, tables []string) (*HolderError, error) {
+	rows, err := r.conn.Query(ctx, `SELECT lk.pid, lk.virtualtransaction, lk.relation::regclass::text, lk.mode
+FROM pg_locks lk JOIN pg_stat_activity a ON a.pid = lk.pid
+WHERE lk.granted AND lk.pid <> pg_backend_pid() AND lk.relation IN (SELECT unnest($1::text[])::regclass)
+  AND a.usesysid IS NOT NULL AND NOT `+sessionVisible+`
+ORDER BY lk.pid`, tables)
+	if err != nil {
+		return nil, fmt.Errorf("read the lock holders: %w", err)
+	}
+	defer rows.Close()
+	now := time.Now()
+	seen := map[holder]time.Time{}
+	var long *HolderError
+	for rows.Next() {
+		var h holder
+		var table, mode string
+		if err := rows.Scan(&h.pid, &h.vxid, &table, &mode); err != nil {
+			return nil, fmt.Errorf("read the lock holders: %w", err)
+		}
+		first, ok := r.hiddenSeen[h]
+		if !ok {
+			first = now
+		}
+		seen[h] = first
+		if age := now.Sub(first); age > r.lockWait(1) && (long == nil || age > long.Age) {
+			long = &HolderError{PID: h.pid, Table: table, Mode: mode, Age: age, Query: "its start and query are hidden from this role without pg_read_all_stats; held at least this long"}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read the lock holders: %w", err)
+	}
+	r.hiddenSeen = seen
+	return long, nil
+}

@@ -193,3 +193,56 @@ func TestBusyErrorSaysWhatTheRoleCannotSee(t *testing.T) {
 		t.Fatalf("the superuser's up: %v", err)
 	}
 }
+
+// A transaction of a role the migration cannot see that starts holding a
+// lock after the preflight is not queued behind at the cutover once it has
+// been seen holding it longer than the first attempt's wait: the writers
+// behind the migration do not stall for a whole attempt.
+func TestCutoverDoesNotQueueBehindAHiddenLongHolder(t *testing.T) {
+	ctx := context.Background()
+	s := legacy.PlainJobs
+	url := legacyDB(t, s)
+	roles := testdb.ManagedRoles(t, url, s.Resolved.Schema)
+	app := testdb.Connect(t, roles.AppURL)
+	var pid int
+	var tx pgx.Tx
+	var holders []*migrations.HolderError
+	_, err := migrations.Up(ctx, roles.MigratorURL, s.Layout, migrations.Options{
+		LockTimeout: 400 * time.Millisecond, MaxAttempts: 4,
+		BeforeStep: func(ctx context.Context, st migrations.StepResult) {
+			if !strings.HasPrefix(st.Name, "cutover") {
+				return
+			}
+			var err error
+			if tx, err = app.Begin(ctx); err != nil {
+				t.Error(err)
+				return
+			}
+			if _, err := tx.Exec(ctx, "SELECT 1 FROM plainjobs_jobrequest LIMIT 1"); err != nil {
+				t.Error(err)
+			}
+			if err := tx.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+				t.Error(err)
+			}
+		},
+		OnRetry: func(step string, attempt int, wait time.Duration, err error) {
+			var h *migrations.HolderError
+			if errors.As(err, &h) {
+				holders = append(holders, h)
+			}
+		},
+	})
+	var le *migrations.LockError
+	if !errors.As(err, &le) {
+		t.Fatalf("up: %v, want a *LockError after the attempts", err)
+	}
+	if len(holders) == 0 || holders[0].PID != pid || !strings.Contains(holders[0].Error(), "hidden from this role") {
+		t.Fatalf("no attempt saw the hidden holder pid %d: %v (last error %v)", pid, holders, le.Err)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := migrations.Up(ctx, roles.MigratorURL, s.Layout, migrations.Options{}); err != nil {
+		t.Fatalf("up once the transaction ended: %v", err)
+	}
+}
