@@ -120,12 +120,9 @@ func files(l layout.Resolved, rules []rebuildRule, prefix []countingIndex, acc *
 		}
 		add(title, nothingToDo, "-- "+rule.comment+", rebuilt online before the cutover back attaches it.\n"+r("rebuild.down.sql.tmpl", dd))
 	}
-	add("runtime_tables", acc.setRole()+r("runtime.up.sql.tmpl", d), r("runtime.down.sql.tmpl", d))
+	add("runtime_tables", acc.setRole()+r("runtime.up.sql.tmpl", d)+acc.resetRole()+acc.grantSQL(false), r("runtime.down.sql.tmpl", d))
 	if d.SkipTable != "" {
-		add("skip_column", r("skip_column.up.sql.tmpl", d), "-- The skip-metadata column is dropped with the runtime tables, unless it holds skip records.\n")
-	}
-	if acc != nil && len(acc.grants) > 0 {
-		add("grants", acc.grantSQL(), "-- The grants go with the tables and column the runtime_tables down file drops; those it keeps (operator data) keep them, since the runtime still reads them.\n")
+		add("skip_column", r("skip_column.up.sql.tmpl", d)+acc.grantSQL(true), "-- The skip-metadata column is dropped with the runtime tables, unless it holds skip records.\n")
 	}
 	add("analyze", r("analyze.up.sql.tmpl", d), nothingToDo)
 	add("duplicate_check", nothingToDo, r("duplicates.down.sql.tmpl", d))

@@ -311,11 +311,22 @@ func sortedPrivileges(set map[string]bool) []string {
 	return out
 }
 
-// grantSQL is the grants step's statements, one per line.
-func (a *access) grantSQL() string {
+// grantSQL renders the GRANTs on the runtime's tables (column false) or
+// on the skip-metadata column (column true), one per line, or "" when none
+// is missing. They run in the transaction that creates the tables (adds
+// the column), so no enqueue ever finds the table without its grants.
+func (a *access) grantSQL(column bool) string {
+	if a == nil {
+		return ""
+	}
 	var b strings.Builder
-	b.WriteString("-- Every role that uses the queue's tables can use what up created.\n")
 	for _, g := range a.grants {
+		if (g.column != "") != column {
+			continue
+		}
+		if b.Len() == 0 {
+			b.WriteString("-- Every role that uses the queue's tables can use what up created (mirrored from their privileges).\n")
+		}
 		if !g.canGrant {
 			fmt.Fprintf(&b, "-- %s cannot grant on %s (owner %s): an administrator runs this one.\n", a.user, g.object, g.owner)
 		}
@@ -331,6 +342,16 @@ func (a *access) setRole() string {
 		return ""
 	}
 	return "-- Created as the queue's owner, so that every member of it can run down.\nSET LOCAL ROLE " + a.creator + ";\n"
+}
+
+// resetRole ends what setRole started, before the GRANTs: they run as the
+// connected role, which may grant on tables an older run created as
+// itself.
+func (a *access) resetRole() string {
+	if a == nil || a.creator == "" {
+		return ""
+	}
+	return "RESET ROLE;\n"
 }
 
 // refusals are the preflight's fatal findings about the connected role:
@@ -409,27 +430,6 @@ func (a *access) drift() []string {
 		out = append(out, fmt.Sprintf("role %s lacks %s on %s (%s)", g.grantee, strings.Join(g.privileges, ", "), what, g.why))
 	}
 	return out
-}
-
-// grantStep is up's step that grants the runtime's tables and column to
-// the roles that use the queue's tables.
-func grantStep(in *inspection) step {
-	l := in.l
-	objects := runtimeTableList(newTmplData(l, 0))
-	if st := l.SkipTable(); st != "" {
-		objects += ", " + l.Table(st) + "." + layout.Ident(layout.SkipMetadataColumn)
-	}
-	s := step{name: "grants: the runtime's tables and column to the roles that use the queue", table: objects, lock: "none on the queue", kind: stepTx,
-		sql: "-- Nothing to grant: no role but the owner uses the queue's tables, or every one has what it needs already.\n"}
-	switch {
-	case in.access == nil:
-		s.skip = "the layout's tables were not found"
-	case len(in.access.grants) == 0:
-		s.skip = "every role that uses the queue's tables has them already (or none but the owner does)"
-	default:
-		s.sql = in.access.grantSQL()
-	}
-	return s
 }
 
 // nothingToDo reports a run of direction that would change nothing: up on

@@ -147,21 +147,34 @@ func upSteps(in *inspection, opts Options) ([]step, error) {
 	if sql, err = render("runtime.up.sql.tmpl", d); err != nil {
 		return nil, err
 	}
-	rt := step{name: "runtime tables", table: runtimeTableList(d), lock: "none on the queue", kind: stepTx, sql: in.access.setRole() + sql, skip: "already created"}
+	grants := in.access.grantSQL(false)
+	rt := step{name: "runtime tables", table: runtimeTableList(d), lock: "none on the queue", kind: stepTx,
+		sql: in.access.setRole() + sql + in.access.resetRole() + grants, skip: "already created"}
 	for _, t := range runtimeTables {
 		if !in.runtime[t.name] {
 			rt.skip = ""
 		}
+	}
+	if rt.skip != "" && grants != "" {
+		rt.name, rt.sql, rt.skip = "runtime tables: grants", grants, ""
 	}
 	steps = append(steps, rt)
 	if d.SkipTable != "" {
 		if sql, err = render("skip_column.up.sql.tmpl", d); err != nil {
 			return nil, err
 		}
-		steps = append(steps, step{name: "skip-metadata column", table: d.SkipTable, lock: "ACCESS EXCLUSIVE (short, adds a NULL column)",
-			kind: stepTx, sql: sql, exclusive: []string{d.SkipTable}, skip: map[bool]string{true: "already added"}[in.skipColumn]})
+		grants := in.access.grantSQL(true)
+		sc := step{name: "skip-metadata column", table: d.SkipTable, lock: "ACCESS EXCLUSIVE (short, adds a NULL column)",
+			kind: stepTx, sql: sql + grants, exclusive: []string{d.SkipTable}}
+		switch {
+		case in.skipColumn && grants != "":
+			// Only its grants are missing: no lock on the queue.
+			sc.name, sc.lock, sc.sql, sc.exclusive = "skip-metadata column: grants", "none on the queue", grants, nil
+		case in.skipColumn:
+			sc.skip = "already added"
+		}
+		steps = append(steps, sc)
 	}
-	steps = append(steps, grantStep(in))
 	if sql, err = render("analyze.up.sql.tmpl", d); err != nil {
 		return nil, err
 	}

@@ -34,8 +34,8 @@ func TestEveryCommandAsTheTablesOwnersMember(t *testing.T) {
 	}{
 		{[]string{"status", "--database", mig}, []string{"state:    legacy"}},
 		{[]string{"plan", "--database", mig}, []string{"state:    legacy", cannotSee, fix, grant}},
-		{[]string{"sql", "--dir", dir, "--database", mig}, []string{"_grants.up.sql"}},
-		{[]string{"up", "--database", mig}, []string{cannotSee, fix, "grants", "up: legacy -> migrated"}},
+		{[]string{"sql", "--dir", dir, "--database", mig}, []string{"_runtime_tables.up.sql"}},
+		{[]string{"up", "--database", mig}, []string{cannotSee, fix, "up: legacy -> migrated"}},
 		{[]string{"status", "--database", mig}, []string{"state:    migrated"}},
 		{[]string{"concurrency", "set", "app.jobs.Email", "--limit", "3", "--reason", "managed", "--force", "--database", mig}, nil},
 		{[]string{"concurrency", "status", "--database", mig}, []string{"app.jobs.Email"}},
@@ -58,9 +58,9 @@ func TestEveryCommandAsTheTablesOwnersMember(t *testing.T) {
 			t.Errorf("%v printed the password", s.args[:2])
 		}
 	}
-	written, err := filepath.Glob(filepath.Join(dir, "*_grants.up.sql"))
+	written, err := filepath.Glob(filepath.Join(dir, "*_runtime_tables.up.sql"))
 	if err != nil || len(written) != 1 {
-		t.Fatalf("sql wrote %v grants files (%v)", written, err)
+		t.Fatalf("sql wrote %v runtime tables files (%v)", written, err)
 	}
 	body, err := os.ReadFile(written[0])
 	if err != nil {
