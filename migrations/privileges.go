@@ -7,8 +7,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/migrate-unique/migrate-unique/layout"
 )
 
@@ -187,43 +185,53 @@ FROM held h ORDER BY 1, 2, 3, 4`, l.Schema, l.Tables())
 		canGrant bool
 		acl      map[string]map[string]bool
 	}
-	readObject := func(table, column string) (object, error) {
-		o := object{acl: map[string]map[string]bool{}}
-		var acl []string
-		err := q.QueryRow(ctx, `SELECT quote_ident(pg_get_userbyid(c.relowner)), pg_has_role(c.relowner, 'USAGE'),
+	// One round trip for the version table, the runtime's tables and the
+	// skip-metadata column (its column ACL).
+	names, columns := []string{layout.VersionTable}, []string{""}
+	for _, rt := range runtimeTables {
+		names, columns = append(names, rt.name), append(columns, "")
+	}
+	if skip != "" {
+		names, columns = append(names, skip), append(columns, layout.SkipMetadataColumn)
+	}
+	objects := map[[2]string]object{}
+	rows, err = q.Query(ctx, `SELECT o.name, o.col, c.oid IS NOT NULL, coalesce(quote_ident(pg_get_userbyid(c.relowner)), ''), coalesce(pg_has_role(c.relowner, 'USAGE'), false),
        ARRAY(SELECT CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(a.grantee)) END || ' ' || a.privilege_type
-             FROM aclexplode(CASE WHEN $3 = '' THEN c.relacl
-                                  ELSE (SELECT att.attacl FROM pg_attribute att WHERE att.attrelid = c.oid AND att.attname = $3 AND NOT att.attisdropped) END) a)
-FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')`, l.Schema, table, column).Scan(&o.owner, &o.canGrant, &acl)
-		if err == pgx.ErrNoRows {
-			return o, nil
+             FROM aclexplode(CASE WHEN o.col = '' THEN c.relacl
+                                  ELSE (SELECT att.attacl FROM pg_attribute att WHERE att.attrelid = c.oid AND att.attname = o.col AND NOT att.attisdropped) END) a)
+FROM unnest($2::text[], $3::text[]) AS o(name, col)
+LEFT JOIN pg_class c ON c.relname = o.name AND c.relkind IN ('r', 'p') AND c.relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = $1)`, l.Schema, names, columns)
+	if err != nil {
+		return nil, fmt.Errorf("read the privileges on the runtime's tables: %w", err)
+	}
+	for rows.Next() {
+		var name, col string
+		var acl []string
+		o := object{acl: map[string]map[string]bool{}}
+		if err := rows.Scan(&name, &col, &o.exists, &o.owner, &o.canGrant, &acl); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("read the privileges on the runtime's tables: %w", err)
 		}
-		if err != nil {
-			return o, fmt.Errorf("read the privileges on %s: %w", l.Table(table), err)
-		}
-		o.exists = true
 		for _, e := range acl {
 			g, p, _ := strings.Cut(e, " ")
 			add(o.acl, g, p)
 		}
-		return o, nil
+		objects[[2]string{name, col}] = o
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read the privileges on the runtime's tables: %w", err)
 	}
 	grantees := make([]string, 0, len(held))
 	for g := range held {
 		grantees = append(grantees, g)
 	}
 	slices.Sort(grantees)
-	if o, err := readObject(layout.VersionTable, ""); err != nil {
-		return nil, err
-	} else if o.exists && !o.canGrant {
+	if o := objects[[2]string{layout.VersionTable, ""}]; o.exists && !o.canGrant {
 		a.foreignVersion = fmt.Sprintf("%s (owner %s)", l.Table(layout.VersionTable), o.owner)
 	}
 	for _, rt := range runtimeTables {
-		o, err := readObject(rt.name, "")
-		if err != nil {
-			return nil, err
-		}
+		o := objects[[2]string{rt.name, ""}]
 		if o.exists && !o.canGrant {
 			a.foreignRuntime = append(a.foreignRuntime, fmt.Sprintf("%s (owner %s)", l.Table(rt.name), o.owner))
 		}
@@ -271,10 +279,7 @@ WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')`, l.Schema, 
 		}
 	}
 	if skip != "" {
-		o, err := readObject(skip, layout.SkipMetadataColumn)
-		if err != nil {
-			return nil, err
-		}
+		o := objects[[2]string{skip, layout.SkipMetadataColumn}]
 		for _, g := range sortedKeys(skipCols) {
 			var missing []string
 			for _, p := range columnPrivileges {
