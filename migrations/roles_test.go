@@ -527,3 +527,40 @@ func TestApplicationRoleEnqueuesThroughUpAndDown(t *testing.T) {
 		}
 	}
 }
+
+// The files `sql --database` writes as the owner's member apply with
+// golang-migrate as that member: the runtime's tables belong to the
+// queue's owner, the application role enqueues and uses them, and down
+// takes the layout back to legacy.
+func TestFilesForAManagedServerApplyAsTheOwnersMember(t *testing.T) {
+	ctx := context.Background()
+	s := legacy.PlainJobs
+	url := legacyDB(t, s)
+	roles := testdb.ManagedRoles(t, url, s.Resolved.Schema)
+	app := newAppRuntime(t, roles.AppURL, s.Layout)
+	files, err := migrations.FilesFor(ctx, roles.MigratorURL, s.Layout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := golangMigrate(t, roles.MigratorURL, files)
+	if err := m.Up(); err != nil {
+		t.Fatalf("golang-migrate up as the owner's member: %v", err)
+	}
+	app.enqueue("after golang-migrate up")
+	app.migrated("after golang-migrate up")
+	var owner string
+	if err := testdb.Connect(t, url).QueryRow(ctx, "SELECT pg_get_userbyid(relowner) FROM pg_class WHERE oid = $1::regclass", s.Resolved.Table(layout.LimitsTable)).Scan(&owner); err != nil {
+		t.Fatal(err)
+	}
+	if owner != roles.Owner {
+		t.Errorf("%s belongs to %s, not to the queue's owner %s", layout.LimitsTable, owner, roles.Owner)
+	}
+	if err := m.Down(); err != nil {
+		t.Fatalf("golang-migrate down as the owner's member: %v", err)
+	}
+	st, err := migrations.Status(ctx, roles.MigratorURL, s.Layout)
+	if err != nil || st.State != migrations.Legacy {
+		t.Fatalf("status after golang-migrate down: %v, %+v", err, st)
+	}
+	app.enqueue("after golang-migrate down")
+}
