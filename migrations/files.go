@@ -89,7 +89,7 @@ func files(l layout.Resolved, rules []rebuildRule, prefix []countingIndex, acc *
 		}
 		return s
 	}
-	add("version_table", acc.setRole()+r("version_table.up.sql.tmpl", d), r("version_table.down.sql.tmpl", d))
+	add("version_table", acc.setRoleForVersionTable()+r("version_table.up.sql.tmpl", d), r("version_table.down.sql.tmpl", d))
 	for _, ci := range append(countingIndexes(l), prefix...) {
 		dd := d
 		dd.Index = l.Table(ci.name)

@@ -54,6 +54,9 @@ type access struct {
 	// connected role does not have: it cannot alter or drop them.
 	foreignVersion string
 	foreignRuntime []string
+	// versionExists says the version table exists: it is then used as it
+	// is, whoever made it (see setRoleForVersionTable).
+	versionExists bool
 }
 
 // grant is one GRANT statement of up.
@@ -227,6 +230,7 @@ LEFT JOIN pg_class c ON c.relname = o.name AND c.relkind IN ('r', 'p') AND c.rel
 		grantees = append(grantees, g)
 	}
 	slices.Sort(grantees)
+	a.versionExists = objects[[2]string{layout.VersionTable, ""}].exists
 	if o := objects[[2]string{layout.VersionTable, ""}]; o.exists && !o.canGrant {
 		a.foreignVersion = fmt.Sprintf("%s (owner %s)", l.Table(layout.VersionTable), o.owner)
 	}
@@ -347,6 +351,16 @@ func (a *access) setRole() string {
 		return ""
 	}
 	return "-- Created as the queue's owner, so that every member of it can run down.\nSET LOCAL ROLE " + a.creator + ";\n"
+}
+
+// setRoleForVersionTable is setRole for the step that creates the version
+// table, or "" when the table exists: an older run may have made it as the
+// connected role, and the queue's owner could not alter or write it.
+func (a *access) setRoleForVersionTable() string {
+	if a == nil || a.versionExists {
+		return ""
+	}
+	return a.setRole()
 }
 
 // resetRole ends what setRole started, before the GRANTs: they run as the

@@ -564,3 +564,45 @@ func TestFilesForAManagedServerApplyAsTheOwnersMember(t *testing.T) {
 	}
 	app.enqueue("after golang-migrate down")
 }
+
+// A version table and runtime tables that an older version of the tool
+// created as the migration's own role (not as the queue's owner) are used
+// as they are: a stopped run resumes, a missing grant is repaired, and
+// down drops them.
+func TestTablesAnOlderRunMadeAsTheMemberAreUsedAsTheyAre(t *testing.T) {
+	ctx := context.Background()
+	s := legacy.PlainJobs
+	url := legacyDB(t, s)
+	roles := testdb.ManagedRoles(t, url, s.Resolved.Schema)
+	conn := testdb.Connect(t, url)
+	exec := func(sql string) {
+		t.Helper()
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	if _, err := migrations.Up(ctx, roles.MigratorURL, s.Layout, migrations.Options{StopAfterStep: 1}); !errors.Is(err, migrations.ErrStopped) {
+		t.Fatalf("up stopped after step 1: %v", err)
+	}
+	exec("ALTER TABLE " + s.Resolved.Table(layout.VersionTable) + " OWNER TO " + roles.Migrator)
+	if _, err := migrations.Up(ctx, roles.MigratorURL, s.Layout, migrations.Options{}); err != nil {
+		t.Fatalf("up resuming with the member's version table: %v", err)
+	}
+	limits := s.Resolved.Table(layout.LimitsTable)
+	exec("ALTER TABLE " + limits + " OWNER TO " + roles.Migrator)
+	exec("REVOKE ALL ON " + limits + " FROM " + roles.App)
+	st, err := migrations.Status(ctx, roles.MigratorURL, s.Layout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !contains(strings.Join(st.Drift, "\n"), roles.App, roles.Owner) {
+		t.Fatalf("drift does not name the application's and the owner's missing grants: %q", st.Drift)
+	}
+	if _, err := migrations.Up(ctx, roles.MigratorURL, s.Layout, migrations.Options{}); err != nil {
+		t.Fatalf("up repairing the grants: %v", err)
+	}
+	newAppRuntime(t, roles.AppURL, s.Layout).enqueue("after the repair")
+	if _, err := migrations.Down(ctx, roles.MigratorURL, s.Layout, migrations.Options{}); err != nil {
+		t.Fatalf("down: %v", err)
+	}
+}

@@ -98,7 +98,7 @@ func upSteps(in *inspection, opts Options) ([]step, error) {
 	if err != nil {
 		return nil, err
 	}
-	steps = append(steps, step{name: "version table", table: l.Table(layout.VersionTable), lock: "none on the queue", kind: stepTx, sql: in.access.setRole() + sql, createsVersionTable: true})
+	steps = append(steps, step{name: "version table", table: l.Table(layout.VersionTable), lock: "none on the queue", kind: stepTx, sql: in.access.setRoleForVersionTable() + sql, createsVersionTable: true})
 	for _, ci := range countingIndexes(l) {
 		t := in.table(ci.table)
 		sql, err := ci.createSQL(l, t.keyColumn())
