@@ -1,20 +1,26 @@
 package main
 
 import (
+	"context"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/migrate-unique/migrate-unique/compat"
 	"github.com/migrate-unique/migrate-unique/internal/testdb"
+	"github.com/migrate-unique/migrate-unique/layout"
 )
 
 // Every command works as on a managed server: logged in as a member of the
 // NOLOGIN role that owns the queue's tables, without superuser,
 // CREATEROLE or pg_read_all_stats. plan and up say what the role cannot
 // see; the grants the application role needs are planned, written and
-// made.
+// made; the member reads the application's slot and frees it.
 func TestEveryCommandAsTheTablesOwnersMember(t *testing.T) {
 	db := plainJobsDB(t)
 	roles := testdb.ManagedRoles(t, db, "public")
@@ -38,13 +44,29 @@ func TestEveryCommandAsTheTablesOwnersMember(t *testing.T) {
 		{[]string{"up", "--database", mig}, []string{cannotSee, fix, "up: legacy -> migrated"}},
 		{[]string{"status", "--database", mig}, []string{"state:    migrated"}},
 		{[]string{"concurrency", "set", "app.jobs.Email", "--limit", "3", "--reason", "managed", "--force", "--database", mig}, nil},
-		{[]string{"concurrency", "status", "--database", mig}, []string{"app.jobs.Email"}},
+		{[]string{"concurrency", "status", "--database", mig}, []string{"app.jobs.Email", "job-1"}},
+		{[]string{"concurrency", "release", "app.jobs.Email", "0", "--force", "--database", mig}, []string{"freed slot 0"}},
 		{[]string{"concurrency", "set", "app.jobs.Email", "--clear", "--database", mig}, nil},
 		{[]string{"plan", "--database", mig}, []string{"already migrated"}},
 		{[]string{"down", "--database", mig}, []string{cannotSee, "down: migrated -> legacy"}},
 		{[]string{"status", "--database", mig}, []string{"state:    legacy"}},
 	}
 	for _, s := range steps {
+		if s.args[0] == "concurrency" && s.args[1] == "status" {
+			// The application holds a slot; the member frees it below.
+			pool, err := pgxpool.New(context.Background(), roles.AppURL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer pool.Close()
+			slots, err := compat.NewSlots(compat.Pgx(pool), layout.PlainJobs(), compat.SlotsOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, ok, err := slots.Acquire(context.Background(), "app.jobs.Email", 1, "job-1", "worker-1", time.Minute); err != nil || !ok {
+				t.Fatalf("the application role takes a slot: %v %v", ok, err)
+			}
+		}
 		code, out, errOut := runCLI(t, s.args...)
 		if code != 0 {
 			t.Fatalf("%v: exit %d\nstdout:\n%s\nstderr:\n%s", s.args[:2], code, out, errOut)
