@@ -101,8 +101,8 @@ WHERE lk.relation IN (SELECT unnest($1::text[])::regclass) AND lk.pid <> pg_back
 	}
 	for _, h := range sortedHolders(watched) {
 		s := watched[h]
-		fs = append(fs, Finding{Fatal: true, Message: fmt.Sprintf("session pid %d of role %s has held %s on %s in one transaction for at least %s (seen in pg_locks; role %s cannot see when the transaction started, its state or its query); it may be hours old, and would stall the index builds and the cutover: wait for it to end or end it (SELECT pg_terminate_backend(%d)), then run again. An administrator who runs GRANT pg_read_all_stats TO %s lets up see its age and refuse only past --long-transaction",
-			s.pid, s.role, s.mode, r.l.Table(s.table), held, a.user, s.pid, a.user)})
+		fs = append(fs, Finding{Fatal: true, Message: fmt.Sprintf("session pid %d of role %s has held %s on %s in one transaction for at least %s (seen in pg_locks; role %s cannot see when the transaction started, its state or its query); it may be hours old, and would stall the index builds and the cutover: wait for it to end or end it (SELECT pg_terminate_backend(%d), as %s, a member of it, or a role with pg_signal_backend), then run again. An administrator who runs GRANT pg_read_all_stats TO %s lets up see its age and refuse only past --long-transaction",
+			s.pid, s.role, s.mode, r.l.Table(s.table), held, a.user, s.pid, s.role, a.user)})
 	}
 	return fs, nil
 }
