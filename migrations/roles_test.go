@@ -256,7 +256,23 @@ func TestGrantsMirrorPublicColumnAndDefaultPrivileges(t *testing.T) {
 	roles := testdb.ManagedRoles(t, url, s.Resolved.Schema)
 	conn := testdb.Connect(t, url)
 	results := s.Resolved.Table(s.Resolved.ResultsTable)
+	// A role whose name needs quoting (cluster-wide: named after the
+	// database's roles, dropped with its privileges when the test ends).
+	reader := layout.Ident(roles.App + " Report Reader")
+	if _, err := conn.Exec(ctx, "CREATE ROLE "+reader+" NOLOGIN"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx := context.Background()
+		if _, err := conn.Exec(ctx, "DROP OWNED BY "+reader); err != nil {
+			t.Error(err)
+		}
+		if _, err := conn.Exec(ctx, "DROP ROLE "+reader); err != nil {
+			t.Error(err)
+		}
+	})
 	for _, stmt := range []string{
+		"GRANT SELECT ON " + s.Resolved.Table(s.Resolved.ProcessesTable) + " TO " + reader,
 		"GRANT SELECT ON " + s.Resolved.Table(s.Resolved.RequestsTable) + " TO PUBLIC",
 		// The app reads and writes the results table by column only.
 		"REVOKE ALL ON " + results + " FROM " + roles.App,
@@ -275,6 +291,7 @@ func TestGrantsMirrorPublicColumnAndDefaultPrivileges(t *testing.T) {
 	limits := s.Resolved.Table(layout.LimitsTable)
 	for _, want := range []string{
 		"GRANT SELECT ON TABLE " + limits + " TO PUBLIC;",
+		"GRANT SELECT ON TABLE " + limits + " TO " + reader + ";",
 		"GRANT SELECT ON TABLE " + limits + " TO " + roles.Migrator + ";",
 		"GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE " + limits + " TO " + roles.App + ";",
 		`GRANT SELECT ("concurrency_skip"), INSERT ("concurrency_skip") ON TABLE ` + results + " TO " + roles.App + ";",
