@@ -285,6 +285,11 @@ func readVersion(ctx context.Context, q querier, l layout.Resolved) (*versionRow
 // still counts.
 const yieldingAutovacuum = `(a.backend_type = 'autovacuum worker' AND coalesce(a.query, '') NOT LIKE '%to prevent wraparound%')`
 
+// thisDatabase matches (pg_locks lk) a lock in the connected database:
+// pg_locks shows every database's, and a relation's OID means nothing in
+// another one (databases copied from one template share them).
+const thisDatabase = `lk.database = (SELECT oid FROM pg_database WHERE datname = current_database())`
+
 // readSessions lists other sessions that hold or wait for a lock on a table
 // of the layout, with the age of their transaction.
 func readSessions(ctx context.Context, q querier, l layout.Resolved) ([]session, error) {
@@ -298,7 +303,7 @@ FROM pg_locks lk
 JOIN pg_class c ON c.oid = lk.relation
 JOIN pg_namespace n ON n.oid = c.relnamespace
 JOIN pg_stat_activity a ON a.pid = lk.pid
-WHERE n.nspname = $1 AND c.relname = ANY ($2) AND lk.pid <> pg_backend_pid()
+WHERE n.nspname = $1 AND c.relname = ANY ($2) AND lk.pid <> pg_backend_pid() AND `+thisDatabase+`
   AND NOT coalesce(`+yieldingAutovacuum+`, false)
 ORDER BY a.pid, c.relname`, l.Schema, l.Tables())
 	if err != nil {

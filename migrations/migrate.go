@@ -454,7 +454,7 @@ func (r *runner) longHolder(ctx context.Context, tables []string) (*HolderError,
 	var age float64
 	err := r.conn.QueryRow(ctx, `SELECT a.pid, lk.relation::regclass::text, lk.mode, extract(epoch FROM now() - a.xact_start)::float8, left(coalesce(a.query, ''), 120)
 FROM pg_locks lk JOIN pg_stat_activity a ON a.pid = lk.pid
-WHERE lk.granted AND lk.pid <> pg_backend_pid() AND lk.relation IN (SELECT unnest($1::text[])::regclass)
+WHERE lk.granted AND lk.pid <> pg_backend_pid() AND lk.relation IN (SELECT unnest($1::text[])::regclass) AND `+thisDatabase+`
   AND a.xact_start < now() - make_interval(secs => $2) AND NOT `+yieldingAutovacuum+`
 ORDER BY a.xact_start LIMIT 1`, tables, r.lockWait(1).Seconds()).Scan(&h.PID, &h.Table, &h.Mode, &age, &h.Query)
 	if errors.Is(err, pgx.ErrNoRows) {

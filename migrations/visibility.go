@@ -69,7 +69,7 @@ func (r *runner) checkHidden(ctx context.Context, in *inspection, direction stri
 		case <-time.After(min(100*time.Millisecond, watch-time.Since(start))):
 		}
 		rows, err := r.conn.Query(ctx, `SELECT DISTINCT lk.pid, lk.virtualtransaction FROM pg_locks lk
-WHERE lk.relation IN (SELECT unnest($1::text[])::regclass) AND lk.pid <> pg_backend_pid()`, tables)
+WHERE lk.relation IN (SELECT unnest($1::text[])::regclass) AND lk.pid <> pg_backend_pid() AND `+thisDatabase+``, tables)
 		if err != nil {
 			return nil, fmt.Errorf("watch the locks on the layout's tables: %w", err)
 		}
@@ -131,7 +131,7 @@ type holder struct {
 func (r *runner) hiddenLongHolder(ctx context.Context, tables []string) (*HolderError, error) {
 	rows, err := r.conn.Query(ctx, `SELECT lk.pid, lk.virtualtransaction, lk.relation::regclass::text, lk.mode
 FROM pg_locks lk JOIN pg_stat_activity a ON a.pid = lk.pid
-WHERE lk.granted AND lk.pid <> pg_backend_pid() AND lk.relation IN (SELECT unnest($1::text[])::regclass)
+WHERE lk.granted AND lk.pid <> pg_backend_pid() AND lk.relation IN (SELECT unnest($1::text[])::regclass) AND `+thisDatabase+`
   AND a.usesysid IS NOT NULL AND NOT `+sessionVisible+`
 ORDER BY lk.pid`, tables)
 	if err != nil {

@@ -246,3 +246,27 @@ func TestCutoverDoesNotQueueBehindAHiddenLongHolder(t *testing.T) {
 		t.Fatalf("up once the transaction ended: %v", err)
 	}
 }
+
+// pg_locks shows every database's locks, and databases copied from one
+// template share their tables' OIDs: a long transaction on the same table
+// of another database is not one on this queue.
+func TestLocksInAnotherDatabaseAreNotThisQueues(t *testing.T) {
+	ctx := context.Background()
+	s := legacy.PlainJobs
+	other := legacyDB(t, s)
+	url := legacyDB(t, s)
+	var a, b uint32
+	if err := testdb.Connect(t, other).QueryRow(ctx, "SELECT 'plainjobs_jobrequest'::regclass::oid").Scan(&a); err != nil {
+		t.Fatal(err)
+	}
+	if err := testdb.Connect(t, url).QueryRow(ctx, "SELECT 'plainjobs_jobrequest'::regclass::oid").Scan(&b); err != nil {
+		t.Fatal(err)
+	}
+	if a != b {
+		t.Fatalf("two copies of one template should share the table's OID (%d, %d): the test would prove nothing", a, b)
+	}
+	openTransaction(t, other, testdb.Connect(t, other), 300*time.Millisecond)
+	if _, err := migrations.Up(ctx, url, s.Layout, migrations.Options{LongTransaction: 300 * time.Millisecond}); err != nil {
+		t.Fatalf("up refused over another database's transaction: %v", err)
+	}
+}
