@@ -373,10 +373,11 @@ func (a *access) resetRole() string {
 	return "RESET ROLE;\n"
 }
 
-// refusals are the preflight's fatal findings about the connected role:
-// what it cannot do that up (or down) needs, and the statement an
-// administrator runs to allow it.
-func (a *access) refusals(in *inspection, direction string) []Finding {
+// findings are the preflight's findings about the connected role: what
+// it cannot do that up (or down) needs, with the statement an
+// administrator runs to allow it (fatal), and as whom up creates its
+// tables (a note).
+func (a *access) findings(in *inspection, direction string) []Finding {
 	if a == nil || (direction != "up" && direction != "down") {
 		return nil
 	}
@@ -409,6 +410,14 @@ func (a *access) refusals(in *inspection, direction string) []Finding {
 	missingTables := !in.versionTable
 	for _, rt := range runtimeTables {
 		missingTables = missingTables || !in.runtime[rt.name]
+	}
+	switch {
+	case !missingTables:
+	case a.creator != "":
+		fs = append(fs, Finding{Message: fmt.Sprintf("up creates its tables as %s, the owner of the queue's tables (SET LOCAL ROLE; role %s is a member of it), so that every member of it can run down", a.creator, a.user)})
+	case a.createInSchema && a.queueOwner != a.user && a.canBecomeOwner:
+		fs = append(fs, Finding{Message: fmt.Sprintf("up creates its tables as %s, not as the queue's owner %s, which may not create in schema %s; it grants %s their privileges. To have them belong to %s, an administrator runs first: GRANT CREATE ON SCHEMA %s TO %s",
+			a.user, a.queueOwner, layout.Ident(l.Schema), a.queueOwner, a.queueOwner, layout.Ident(l.Schema), a.queueOwner)})
 	}
 	if missingTables && a.creator == "" && !a.createInSchema {
 		to := a.user

@@ -435,6 +435,13 @@ func TestWithoutTheOwnersCreateUpCreatesAsItselfAndGrantsTheOwner(t *testing.T) 
 	if want := "GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE " + limits + " TO " + roles.Owner + ";"; !strings.Contains(grants, want) {
 		t.Fatalf("grants lack %q:\n%s", want, grants)
 	}
+	var notes string
+	for _, f := range p.Findings {
+		notes += f.String() + "\n"
+	}
+	if !contains(notes, "up creates its tables as "+roles.Migrator+", not as the queue's owner "+roles.Owner, `GRANT CREATE ON SCHEMA "public" TO `+roles.Owner) {
+		t.Errorf("plan does not say whom the tables will belong to:\n%s", notes)
+	}
 	if _, err := migrations.Up(ctx, roles.MigratorURL, s.Layout, migrations.Options{}); err != nil {
 		t.Fatal(err)
 	}

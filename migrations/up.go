@@ -273,7 +273,7 @@ func (r *runner) preflight(ctx context.Context, direction string) (*inspection, 
 			}
 		}
 	}
-	fs = append(fs, in.access.refusals(in, direction)...)
+	fs = append(fs, in.access.findings(in, direction)...)
 	for _, s := range in.sessions {
 		if direction == "sql" {
 			break // writing files takes no lock
