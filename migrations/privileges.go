@@ -27,9 +27,9 @@ var columnPrivileges = []string{"SELECT", "INSERT", "UPDATE"}
 type access struct {
 	// user is the connected role (current_user), quoted.
 	user string
-	// superuser and seesSessions (superuser or pg_read_all_stats): whether
+	// seesSessions (superuser or pg_read_all_stats): whether
 	// pg_stat_activity shows it every session's transaction.
-	superuser, seesSessions bool
+	seesSessions bool
 	// createInSchema: the connected role may create tables in the schema.
 	createInSchema bool
 	// owners maps each queue table to its owner (quoted), and owns says
@@ -89,9 +89,9 @@ func (g grant) sql() string {
 func readAccess(ctx context.Context, q querier, in *inspection) (*access, error) {
 	l := in.l
 	a := &access{owners: map[string]string{}, owns: map[string]bool{}}
-	if err := q.QueryRow(ctx, `SELECT quote_ident(current_user), r.rolsuper, r.rolsuper OR pg_has_role('pg_read_all_stats', 'USAGE'), has_schema_privilege(n.oid, 'CREATE')
+	if err := q.QueryRow(ctx, `SELECT quote_ident(current_user), r.rolsuper OR pg_has_role('pg_read_all_stats', 'USAGE'), has_schema_privilege(n.oid, 'CREATE')
 FROM pg_roles r, pg_namespace n WHERE r.rolname = current_user AND n.nspname = $1`, l.Schema).
-		Scan(&a.user, &a.superuser, &a.seesSessions, &a.createInSchema); err != nil {
+		Scan(&a.user, &a.seesSessions, &a.createInSchema); err != nil {
 		return nil, fmt.Errorf("read the connected role: %w", err)
 	}
 	// SET ROLE needs membership; from PostgreSQL 16 on, a membership with
