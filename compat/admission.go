@@ -485,6 +485,9 @@ func (s *schema) skipRecordQuery(adm *admission, sk *Skip, at time.Time, out *in
 		add("job_request_uuid", "gen_random_uuid()")
 		add("job_process_uuid", "gen_random_uuid()")
 		add("ended_at", "now()")
+		// plain-jobs' error column is NOT NULL without a default (its
+		// migrations create none; Python fills it with "").
+		add("error", "''")
 		add("status", a.add(SkipRecordStatus))
 	} else {
 		add("finished_at", "now()")

@@ -300,7 +300,7 @@ SELECT DISTINCT ON (a.pid, c.relname) a.pid, coalesce(a.state, ''),
        c.relname::text, lk.mode, left(coalesce(a.query, ''), 120),
        `+sessionVisible+`, coalesce(quote_ident(a.usename::text), ''), lk.virtualtransaction
 FROM pg_locks lk
-JOIN pg_class c ON c.oid = lk.relation
+JOIN pg_class c ON c.oid = lk.relation AND lk.database = (SELECT oid FROM pg_database WHERE datname = current_database())
 JOIN pg_namespace n ON n.oid = c.relnamespace
 JOIN pg_stat_activity a ON a.pid = lk.pid
 WHERE n.nspname = $1 AND c.relname = ANY ($2) AND lk.pid <> pg_backend_pid() AND `+thisDatabase+`
@@ -450,8 +450,11 @@ func (in *inspection) drift() []string {
 	if in.state() != Migrated {
 		return nil
 	}
-	var out []string
+	out := in.plainJobsDrift()
 	for _, ci := range countingIndexes(in.l) {
+		if isPlainJobs(in.l) {
+			break // plainJobsDrift
+		}
 		if _, ok := in.equivalent(ci); ok {
 			continue
 		}

@@ -124,6 +124,9 @@ func (r *runner) downSteps(in *inspection, saved []SavedUnique) ([]step, error) 
 	}
 	steps = append(steps, back)
 	for _, ci := range ourIndexes(l) {
+		if isPlainJobs0007(l, ci.name) {
+			continue // renamed back by the cutover back, or dropped below
+		}
 		sql, err := dropIndexSQL(l, ci.name)
 		if err != nil {
 			return nil, err
@@ -136,6 +139,13 @@ func (r *runner) downSteps(in *inspection, saved []SavedUnique) ([]step, error) 
 			}
 		}
 		steps = append(steps, st)
+	}
+	if isPlainJobs(l) {
+		pj, err := plainJobsDownSteps(in)
+		if err != nil {
+			return nil, err
+		}
+		steps = append(steps, pj...)
 	}
 	if sql, err = render("runtime.down.sql.tmpl", d); err != nil {
 		return nil, err
