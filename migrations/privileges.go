@@ -388,7 +388,7 @@ func (a *access) findings(in *inspection, direction string) []Finding {
 	}
 	for _, t := range l.Tables() {
 		if owner, ok := a.owners[t]; ok && !a.owns[t] {
-			fs = append(fs, Finding{Fatal: true, Message: fmt.Sprintf("role %s does not own table %s (its owner is %s) and does not have its owner's privileges: %s renames its key column and builds and drops indexes on it, which only the owner can do. Run as %s or a member of it (an administrator runs: GRANT %s TO %s)",
+			fs = append(fs, Finding{Fatal: true, Kind: "ownership", Object: l.Table(t), Action: "GRANT " + owner + " TO " + a.user, Message: fmt.Sprintf("role %s does not own table %s (its owner is %s) and does not have its owner's privileges: %s renames its key column and builds and drops indexes on it, which only the owner can do. Run as %s or a member of it (an administrator runs: GRANT %s TO %s)",
 				a.user, l.Table(t), owner, direction, owner, owner, a.user)})
 		}
 	}
@@ -401,7 +401,7 @@ func (a *access) findings(in *inspection, direction string) []Finding {
 		foreign = append(foreign, a.foreignVersion)
 	}
 	if len(foreign) > 0 {
-		fs = append(fs, Finding{Fatal: true, Message: fmt.Sprintf("role %s does not own %s and does not have the owner's privileges; %s. Run as the owner or a member of it (an administrator runs GRANT <owner> TO %s, or ALTER TABLE ... OWNER TO %s)",
+		fs = append(fs, Finding{Fatal: true, Kind: "ownership", Object: strings.Join(foreign, ", "), Action: "run as the owner or a member of it", Message: fmt.Sprintf("role %s does not own %s and does not have the owner's privileges; %s. Run as the owner or a member of it (an administrator runs GRANT <owner> TO %s, or ALTER TABLE ... OWNER TO %s)",
 			a.user, strings.Join(foreign, ", "), what, a.user, cmp.Or(a.queueOwner, a.user))})
 	}
 	if direction != "up" {
@@ -414,9 +414,9 @@ func (a *access) findings(in *inspection, direction string) []Finding {
 	switch {
 	case !missingTables:
 	case a.creator != "":
-		fs = append(fs, Finding{Message: fmt.Sprintf("up creates its tables as %s, the owner of the queue's tables (SET LOCAL ROLE; role %s is a member of it), so that every member of it can run down", a.creator, a.user)})
+		fs = append(fs, Finding{Kind: "creator", Object: a.creator, Message: fmt.Sprintf("up creates its tables as %s, the owner of the queue's tables (SET LOCAL ROLE; role %s is a member of it), so that every member of it can run down", a.creator, a.user)})
 	case a.createInSchema && a.queueOwner != a.user && a.canBecomeOwner:
-		fs = append(fs, Finding{Message: fmt.Sprintf("up creates its tables as %s, not as the queue's owner %s, which may not create in schema %s; it grants %s their privileges. To have them belong to %s, an administrator runs first: GRANT CREATE ON SCHEMA %s TO %s",
+		fs = append(fs, Finding{Kind: "creator", Object: a.user, Action: "GRANT CREATE ON SCHEMA " + layout.Ident(l.Schema) + " TO " + a.queueOwner, Message: fmt.Sprintf("up creates its tables as %s, not as the queue's owner %s, which may not create in schema %s; it grants %s their privileges. To have them belong to %s, an administrator runs first: GRANT CREATE ON SCHEMA %s TO %s",
 			a.user, a.queueOwner, layout.Ident(l.Schema), a.queueOwner, a.queueOwner, layout.Ident(l.Schema), a.queueOwner)})
 	}
 	if missingTables && a.creator == "" && !a.createInSchema {
@@ -424,7 +424,7 @@ func (a *access) findings(in *inspection, direction string) []Finding {
 		if a.canBecomeOwner && a.queueOwner != "" {
 			to = a.queueOwner // so that what up creates belongs to the queue's owner
 		}
-		fs = append(fs, Finding{Fatal: true, Message: fmt.Sprintf("role %s cannot create tables in schema %s, where up creates its version table and the runtime's tables (%s, %s, %s). An administrator runs: GRANT CREATE ON SCHEMA %s TO %s",
+		fs = append(fs, Finding{Fatal: true, Kind: "schema_create", Object: layout.Ident(l.Schema), Action: "GRANT CREATE ON SCHEMA " + layout.Ident(l.Schema) + " TO " + to, Message: fmt.Sprintf("role %s cannot create tables in schema %s, where up creates its version table and the runtime's tables (%s, %s, %s). An administrator runs: GRANT CREATE ON SCHEMA %s TO %s",
 			a.user, layout.Ident(l.Schema), layout.LimitsTable, layout.SlotsTable, layout.ReschedulesTable, layout.Ident(l.Schema), to)})
 	}
 	var blocked []string
@@ -438,7 +438,7 @@ func (a *access) findings(in *inspection, direction string) []Finding {
 		}
 	}
 	if len(blocked) > 0 {
-		fs = append(fs, Finding{Fatal: true, Message: fmt.Sprintf("role %s cannot grant on %s, and the roles that use the queue's tables need these privileges there (without them their enqueues fail with 42501, permission denied). An administrator (the owner or a superuser) runs:\n      %s\n    then run up again",
+		fs = append(fs, Finding{Fatal: true, Kind: "grants", Object: strings.Join(owners, ", "), Action: strings.Join(blocked, " "), Message: fmt.Sprintf("role %s cannot grant on %s, and the roles that use the queue's tables need these privileges there (without them their enqueues fail with 42501, permission denied). An administrator (the owner or a superuser) runs:\n      %s\n    then run up again",
 			a.user, strings.Join(owners, ", "), strings.Join(blocked, "\n      "))})
 	}
 	return fs
@@ -461,7 +461,8 @@ func (a *access) drift() []string {
 }
 
 // nothingToDo reports a run of direction that would change nothing: up on
-// a migrated layout without drift, down on a legacy one.
+// a migrated layout without drift, down on a legacy one that an earlier
+// down left nothing of.
 func (in *inspection) nothingToDo(direction string) bool {
-	return direction == "up" && in.state() == Migrated && len(in.drift()) == 0 || direction == "down" && in.state() == Legacy
+	return direction == "up" && in.state() == Migrated && len(in.drift()) == 0 || direction == "down" && in.state() == Legacy && !in.runtimeLeft()
 }

@@ -40,14 +40,14 @@ func (r *runner) checkHidden(ctx context.Context, in *inspection, direction stri
 	}
 	watch := min(r.opts.LongTransaction, hiddenWatch)
 	var fs []Finding
-	fs = append(fs, Finding{Message: fmt.Sprintf("role %s cannot see other roles' sessions in pg_stat_activity (when their transactions started, their state and query are hidden from a role without pg_read_all_stats): the long-transaction check reads pg_locks instead, which shows every lock on the queue's tables but not for how long it has been held. A session holding one is watched for up to %s and refused if its transaction lasts that long; for the exact check (refusing only past --long-transaction, %s), an administrator runs: GRANT pg_read_all_stats TO %s",
+	fs = append(fs, Finding{Kind: "visibility", Object: a.user, Action: "GRANT pg_read_all_stats TO " + a.user, Message: fmt.Sprintf("role %s cannot see other roles' sessions in pg_stat_activity (when their transactions started, their state and query are hidden from a role without pg_read_all_stats): the long-transaction check reads pg_locks instead, which shows every lock on the queue's tables but not for how long it has been held. A session holding one is watched for up to %s and refused if its transaction lasts that long; for the exact check (refusing only past --long-transaction, %s), an administrator runs: GRANT pg_read_all_stats TO %s",
 		a.user, watch, r.opts.LongTransaction, a.user)})
 	watched := map[holder]session{}
 	for _, s := range in.sessions {
 		switch {
 		case s.visible:
 		case s.role == "":
-			fs = append(fs, Finding{Message: fmt.Sprintf("backend pid %d, a background process (most likely an autovacuum worker), holds %s on %s; role %s cannot tell whether it is an anti-wraparound vacuum, which does not give way to the index builds and the cutover (GRANT pg_read_all_stats TO %s lets it)",
+			fs = append(fs, Finding{Kind: "hidden_session", Object: fmt.Sprintf("pid %d", s.pid), Message: fmt.Sprintf("backend pid %d, a background process (most likely an autovacuum worker), holds %s on %s; role %s cannot tell whether it is an anti-wraparound vacuum, which does not give way to the index builds and the cutover (GRANT pg_read_all_stats TO %s lets it)",
 				s.pid, s.mode, r.l.Table(s.table), a.user, a.user)})
 		default:
 			watched[holder{s.pid, s.vxid}] = s
@@ -96,12 +96,12 @@ WHERE lk.relation IN (SELECT unnest($1::text[])::regclass) AND lk.pid <> pg_back
 	for _, h := range sortedHolders(seen) {
 		if _, ok := watched[h]; !ok {
 			s := seen[h]
-			fs = append(fs, Finding{Message: fmt.Sprintf("session pid %d of role %s held %s on %s; its transaction ended while it was watched", s.pid, s.role, s.mode, r.l.Table(s.table))})
+			fs = append(fs, Finding{Kind: "hidden_session", Object: fmt.Sprintf("pid %d", s.pid), Message: fmt.Sprintf("session pid %d of role %s held %s on %s; its transaction ended while it was watched", s.pid, s.role, s.mode, r.l.Table(s.table))})
 		}
 	}
 	for _, h := range sortedHolders(watched) {
 		s := watched[h]
-		fs = append(fs, Finding{Fatal: true, Message: fmt.Sprintf("session pid %d of role %s has held %s on %s in one transaction for at least %s (seen in pg_locks; role %s cannot see when the transaction started, its state or its query); it may be hours old, and would stall the index builds and the cutover: wait for it to end or end it (SELECT pg_terminate_backend(%d), as %s, a member of it, or a role with pg_signal_backend), then run again. An administrator who runs GRANT pg_read_all_stats TO %s lets up see its age and refuse only past --long-transaction",
+		fs = append(fs, Finding{Fatal: true, Kind: "long_transaction", Object: fmt.Sprintf("pid %d", s.pid), Action: fmt.Sprintf("wait for it or end it: SELECT pg_terminate_backend(%d)", s.pid), Message: fmt.Sprintf("session pid %d of role %s has held %s on %s in one transaction for at least %s (seen in pg_locks; role %s cannot see when the transaction started, its state or its query); it may be hours old, and would stall the index builds and the cutover: wait for it to end or end it (SELECT pg_terminate_backend(%d), as %s, a member of it, or a role with pg_signal_backend), then run again. An administrator who runs GRANT pg_read_all_stats TO %s lets up see its age and refuse only past --long-transaction",
 			s.pid, s.role, s.mode, r.l.Table(s.table), held, a.user, s.pid, s.role, a.user)})
 	}
 	return fs, nil
