@@ -262,6 +262,9 @@ func checkSource(p *packages.Package, full bool) bool {
 	if err := types.NewChecker(tc, fset, p.Types, info).Files(files); full && (err != nil || failed) {
 		return false
 	}
+	if !full {
+		files = declarationsOnly(files)
+	}
 	p.Syntax, p.TypesInfo, p.IllTyped = files, info, false
 	return true
 }
@@ -269,3 +272,32 @@ func checkSource(p *packages.Package, full bool) bool {
 type importerFunc func(path string) (*types.Package, error)
 
 func (f importerFunc) Import(path string) (*types.Package, error) { return f(path) }
+
+// declarationsOnly keeps, of a declarations-only type check's syntax, what
+// the job model reads (analyzer.Config.ForProgram: the file declaring a job
+// interface, for its generated-file comment and directives): the files that
+// declare a type other than a struct, without their function bodies.
+func declarationsOnly(files []*ast.File) []*ast.File {
+	var kept []*ast.File
+	for _, f := range files {
+		keep := false
+		for _, d := range f.Decls {
+			switch d := d.(type) {
+			case *ast.FuncDecl:
+				d.Body = nil
+			case *ast.GenDecl:
+				for _, spec := range d.Specs {
+					if ts, ok := spec.(*ast.TypeSpec); ok {
+						if _, isStruct := ts.Type.(*ast.StructType); !isStruct {
+							keep = true
+						}
+					}
+				}
+			}
+		}
+		if keep {
+			kept = append(kept, f)
+		}
+	}
+	return kept
+}
