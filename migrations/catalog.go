@@ -52,7 +52,9 @@ type tableInfo struct {
 	exists  bool
 	columns map[string]bool
 	rows    int64 // estimate (reltuples)
-	bytes   int64 // pg_total_relation_size
+	// rowsUnknown: never analysed (reltuples -1), rows is 0.
+	rowsUnknown bool
+	bytes       int64 // pg_total_relation_size
 	// keyCollation is how the key column orders (layout.CollationSQL).
 	keyCollation string
 }
@@ -156,7 +158,7 @@ WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')`, l.Schema, 
 		default:
 			ti.exists = true
 			if ti.rows < 0 {
-				ti.rows = 0
+				ti.rows, ti.rowsUnknown = 0, true
 			}
 			for _, c := range cols {
 				ti.columns[c] = true

@@ -67,6 +67,15 @@ type Options struct {
 	StopAfterStep int
 	// Logger receives debug records of retries; nil discards them.
 	Logger *slog.Logger
+	// OnProgress receives an index build's progress every ProgressEvery
+	// (with or without Out), for a caller that renders it itself (the
+	// CLI's --json).
+	OnProgress func(Progress)
+	// DropOperatorData makes Down drop the runtime's tables and the
+	// skip-metadata column even while they hold operator data (limit
+	// overrides, class pauses, live slot leases, skip records), instead of
+	// keeping them.
+	DropOperatorData bool
 }
 
 func (o Options) withDefaults() Options {
@@ -127,8 +136,10 @@ type Report struct {
 	LongestLockStep string
 	// Saved lists the unique rules the cutover dropped (up) or restored (down).
 	Saved []SavedUnique
-	// Kept lists what down left in place because it holds operator data.
-	Kept []string
+	// Kept lists what down left in place because it holds operator data,
+	// one line each; KeptObjects says the same field by field.
+	Kept        []string
+	KeptObjects []KeptObject
 }
 
 // Summary is the one-line result: state, duration and longest lock.
@@ -509,7 +520,10 @@ func (r *runner) execute(ctx context.Context, steps []step, rep *Report) error {
 					return fmt.Errorf("before step %d (%s): %w", i+1, s.name, err)
 				}
 			}
-			r.printf("step %d/%d: %s ...\n", i+1, len(steps), s.name)
+			if r.opts.Terminal {
+				// Off a terminal the done line below is the step's one line.
+				r.printf("step %d/%d: %s ...\n", i+1, len(steps), s.name)
+			}
 			var err error
 			res.Attempts, res.LockHeld, err = r.runStep(ctx, s)
 			if err == nil && s.createsVersionTable {

@@ -43,6 +43,9 @@ type tmplData struct {
 	RuntimeTables       []runtimeTableData
 	SkipTable           string
 	SkipColumn          string
+	// DropOperatorData drops the skip-metadata column even while it holds
+	// skip metadata.
+	DropOperatorData bool
 
 	// Rebuild template.
 	Definition string

@@ -49,6 +49,9 @@ type StatusResult struct {
 	// Pooler is set when the connection goes through a pooler: status works
 	// there (it reads only), up and down refuse.
 	Pooler *PoolerError
+	// Kept lists, on a legacy layout, the runtime tables and column an
+	// earlier down kept because they held operator data.
+	Kept []KeptObject
 	// UpRefusals lists why up would refuse, from the checks of what depends
 	// on the key column (a partitioned queue, a trigger function naming the
 	// column, ...): then Next never says to run up. Empty when migrated
@@ -100,6 +103,11 @@ func Status(ctx context.Context, databaseURL string, l layout.Layout) (*StatusRe
 		res.Next = "run up to repair the drift"
 	case res.State == PartlyMigrated:
 		res.Next = "run up to finish the migration, or down to roll it back"
+	case res.State == Legacy && in.runtimeLeft():
+		res.Next = "rolled back; down kept runtime data: run down again once it holds nothing, or down --drop-operator-data to drop it now (up migrates again and uses it)"
+	}
+	if res.State == Legacy && in.runtimeLeft() {
+		res.Kept = kept(ctx, r, in)
 	}
 	if res.Run, err = r.holder(ctx); err != nil {
 		return nil, err

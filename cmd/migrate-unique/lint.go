@@ -116,7 +116,7 @@ func runLint(ctx context.Context, e *env, args []string) error {
 			}
 		}
 		if len(findings) > 0 {
-			fmt.Fprintf(e.stderr, "%d findings, %d with a fix (apply them with 'migrate-unique rewrite -w' or 'go fix -fixtool')\n", len(findings), fixable)
+			fmt.Fprintf(e.stderr, "%s, %d with a fix (apply them with 'migrate-unique rewrite -w' or 'go fix -fixtool')\n", counted(len(findings), "finding", "findings"), fixable)
 		}
 	}
 	if len(findings) > 0 {
