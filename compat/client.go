@@ -11,7 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -247,9 +246,11 @@ func (c *Client) EnqueueManyTx(ctx context.Context, db DB, jobs []Job) (res []Re
 
 // isStaleSchema reports an error from a column or table the cached schema
 // named and the database no longer has.
+// The SQLSTATE is read as every driver reports it (see sqlState), so a
+// client over database/sql with lib/pq recovers as one over pgx does.
 func isStaleSchema(err error) bool {
-	var pe *pgconn.PgError
-	return errors.As(err, &pe) && (pe.Code == "42703" || pe.Code == "42P01")
+	code := sqlState(err)
+	return code == "42703" || code == "42P01"
 }
 
 // loadSchema returns the cached catalog view, reading it on first use.
@@ -489,9 +490,8 @@ func errorType(err error) string {
 			return e.name
 		}
 	}
-	var st interface{ SQLState() string }
-	if errors.As(err, &st) {
-		return st.SQLState()
+	if code := sqlState(err); code != "" {
+		return code
 	}
 	return "_OTHER"
 }
