@@ -220,11 +220,13 @@ func (c *Client) EnqueueManyTx(ctx context.Context, db DB, jobs []Job) (res []Re
 	}()
 
 	res, err = c.enqueue(ctx, db, jobs, trace.SpanContextFromContext(ctx))
-	if err != nil && isStaleSchema(err) && !db.InTx() {
-		// The migration renamed a column under us: read the catalog again.
+	for retry := 0; err != nil && isStaleSchema(err) && !db.InTx() && retry < staleRetries; retry++ {
+		// The migration renamed a column or dropped a table under us:
+		// read the catalog again.
 		c.forget()
 		res, err = c.enqueue(ctx, db, jobs, trace.SpanContextFromContext(ctx))
-	} else if err != nil && isStaleSchema(err) {
+	}
+	if err != nil && isStaleSchema(err) {
 		c.forget()
 	}
 	if err != nil {
@@ -243,6 +245,13 @@ func (c *Client) EnqueueManyTx(ctx context.Context, db DB, jobs []Job) (res []Re
 	}
 	return res, nil
 }
+
+// staleRetries bounds the statements retried after the schema changed
+// under them, each after reading the catalog again. One migration changes
+// what the runtime names more than once within milliseconds (down renames
+// the key column back, then drops the runtime's tables), and a statement
+// that waited for the first change can find the second on its retry.
+const staleRetries = 3
 
 // isStaleSchema reports an error from a column or table the cached schema
 // named and the database no longer has.
