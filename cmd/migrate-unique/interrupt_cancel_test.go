@@ -25,8 +25,58 @@ const (
 	blockLock = 7_000_002
 )
 
-// versionTable is legacy.TeamQueue's version table.
-const versionTable = `"Billing Queue".migrate_unique_version`
+// cancelQueue is a legacy queue the interruption tests run on.
+type cancelQueue struct {
+	name  string
+	db    func(*testing.T) string
+	flags []string
+	// versionTable, requests, processes, results and limits are the
+	// quoted tables of its layout (results "" when it has none).
+	versionTable, requests, processes, results, limits string
+}
+
+var cancelQueues = []cancelQueue{
+	{"team queue", teamQueueDB, teamQueueFlags, `"Billing Queue".migrate_unique_version`,
+		`"Billing Queue"."JobRequests"`, `"Billing Queue".job_processes`, "", `"Billing Queue".concurrency_limits`},
+	{"plain-jobs", plainJobsDB, nil, `public.migrate_unique_version`,
+		`public.plainjobs_jobrequest`, `public.plainjobs_jobprocess`, `public.plainjobs_jobresult`, `public.concurrency_limits`},
+}
+
+// run runs a command line on the queue's layout in db in this process.
+func (q cancelQueue) run(t *testing.T, db string, args ...string) string {
+	t.Helper()
+	code, out, errOut := runCLI(t, append(append(args, q.flags...), "--database", db)...)
+	if code != 0 {
+		t.Fatalf("%v: exit %d:\n%s%s", args, code, out, errOut)
+	}
+	return out + errOut
+}
+
+// comparable renders db's snapshot without the version table's rows (their
+// timestamps differ between two runs).
+func (q cancelQueue) comparable(t *testing.T, db string) string {
+	t.Helper()
+	var keep []string
+	for _, l := range strings.Split(dbSnapshot(t, db), "\n") {
+		if !strings.HasPrefix(l, "rows "+strings.TrimPrefix(q.versionTable, "public.")+" ") {
+			keep = append(keep, l)
+		}
+	}
+	return strings.Join(keep, "\n")
+}
+
+// tableOf is the queue table step s works on: named in the step or in the
+// index it drops; the results table for the skip-metadata column.
+func (q cancelQueue) tableOf(s workStep) string {
+	bare := func(quoted string) string { return strings.Trim(quoted[strings.LastIndex(quoted, ".")+1:], `"`) }
+	switch {
+	case strings.HasPrefix(s.name, "skip-metadata column") && q.results != "":
+		return q.results
+	case strings.Contains(s.name, bare(q.processes)):
+		return q.processes
+	}
+	return q.requests
+}
 
 // stepLine is a run's "step N/M: NAME ..." line, printed as a step starts.
 var stepLine = regexp.MustCompile(`^step (\d+)/\d+: (.*) \.\.\.$`)
@@ -46,7 +96,7 @@ func stepsOf(t *testing.T, out string) []workStep {
 			steps = append(steps, workStep{n, m[2]})
 		}
 	}
-	if len(steps) < 5 {
+	if len(steps) < 4 {
 		t.Fatalf("the run did only steps %v:\n%s", steps, out)
 	}
 	return steps
@@ -75,18 +125,12 @@ func notGate(locktype string, objid int64) bool {
 // advisory lock. oldSnapshot chooses, for an index build, a transaction
 // holding an old snapshot (the build waits at its end) instead of a writer
 // (the build waits at its start).
-func blockStep(t *testing.T, db, direction string, s workStep, oldSnapshot bool) *blocker {
+func blockStep(t *testing.T, q cancelQueue, db, direction string, s workStep, oldSnapshot bool) *blocker {
 	t.Helper()
 	ctx := context.Background()
 	conn := testdb.Connect(t, db)
-	// The queue table the step works on: named in the step, or in the
-	// name of the index it drops.
-	table := func() string {
-		if strings.Contains(s.name, "job_processes") {
-			return `"Billing Queue".job_processes`
-		}
-		return `"Billing Queue"."JobRequests"`
-	}
+	versionTable := q.versionTable
+	table := func() string { return q.tableOf(s) }
 	inTx := func(what string, iso pgx.TxIsoLevel, stmts ...string) *blocker {
 		tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: iso})
 		if err != nil {
@@ -142,11 +186,11 @@ func blockStep(t *testing.T, db, direction string, s workStep, oldSnapshot bool)
 	case strings.HasPrefix(name, "drop counting index"), strings.HasPrefix(name, "cutover"), strings.HasPrefix(name, "skip-metadata column"):
 		return inTx("a reader's open transaction", pgx.ReadCommitted, "SELECT count(*) FROM "+table())
 	case name == "runtime tables":
-		return inTx("an uncommitted table of the same name", pgx.ReadCommitted, `CREATE TABLE "Billing Queue".concurrency_limits (x int)`)
+		return inTx("an uncommitted table of the same name", pgx.ReadCommitted, "CREATE TABLE "+q.limits+" (x int)")
 	case strings.HasPrefix(name, "runtime tables"):
-		return inTx("a reader of a table it drops", pgx.ReadCommitted, `SELECT count(*) FROM "Billing Queue".concurrency_limits`)
+		return inTx("a reader of a table it drops", pgx.ReadCommitted, "SELECT count(*) FROM "+q.limits)
 	case name == "analyze":
-		return inTx("a SHARE UPDATE EXCLUSIVE lock", pgx.ReadCommitted, `LOCK TABLE "Billing Queue"."JobRequests" IN SHARE UPDATE EXCLUSIVE MODE`)
+		return inTx("a SHARE UPDATE EXCLUSIVE lock", pgx.ReadCommitted, "LOCK TABLE "+q.requests+" IN SHARE UPDATE EXCLUSIVE MODE")
 	}
 	t.Fatalf("no blocker for %s step %q: teach blockStep this step", direction, s.name)
 	return nil
@@ -217,7 +261,7 @@ WHERE NOT l.granted AND l.pid = (SELECT pid FROM pg_stat_activity WHERE applicat
 }
 
 // Interrupted by SIGINT or SIGTERM inside every step of up and down that
-// has work to do, while the step's statement waits on the server (for a
+// has work to do, on plain-jobs' layout and on the team queue, while the step's statement waits on the server (for a
 // lock, for an uncommitted table of the name it creates, or, for an index
 // build, for a writer or for a transaction holding an old snapshot), the
 // built command cancels the statement on the server and waits for it to
@@ -227,19 +271,29 @@ WHERE NOT l.granted AND l.pid = (SELECT pid FROM pg_stat_activity WHERE applicat
 // more run, exactly where one clean run leaves it.
 func TestInterruptCancelsTheServerStatementInEveryStep(t *testing.T) {
 	bin := buildTool(t)
-	ref := teamQueueDB(t)
-	legacySnap := comparable(t, ref)
-	upSteps := stepsOf(t, mustCLI(t, ref, "up"))
-	migratedSnap := comparable(t, ref)
-	downSteps := stepsOf(t, mustCLI(t, ref, "down"))
+	for _, q := range cancelQueues {
+		t.Run(q.name, func(t *testing.T) {
+			t.Parallel()
+			interruptEveryStep(t, bin, q)
+		})
+	}
+}
+
+func interruptEveryStep(t *testing.T, bin string, q cancelQueue) {
+	versionTable := q.versionTable
+	ref := q.db(t)
+	legacySnap := q.comparable(t, ref)
+	upSteps := stepsOf(t, q.run(t, ref, "up"))
+	migratedSnap := q.comparable(t, ref)
+	downSteps := stepsOf(t, q.run(t, ref, "down"))
 	for _, direction := range []string{"up", "down"} {
 		for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
 			t.Run(fmt.Sprintf("%s/%v", direction, sig), func(t *testing.T) {
 				t.Parallel()
 				ctx := context.Background()
-				db := teamQueueDB(t)
+				db := q.db(t)
 				if direction == "down" {
-					mustCLI(t, db, "up")
+					q.run(t, db, "up")
 				}
 				probe := testdb.Connect(t, db)
 				if _, err := probe.Exec(ctx, `CREATE FUNCTION migrate_unique_test_wait_for_lock() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -252,8 +306,9 @@ END $$`); err != nil {
 				steps := map[string][]workStep{"up": upSteps, "down": downSteps}[direction]
 				for i, s := range steps {
 					// The gate stops the run before step s (named: a re-run
-					// lists fewer steps), once the steps before it are done, so that the blocker of s does
-					// not stop them; it needs the version table, which up's
+					// lists fewer steps), once the steps before it are
+					// done, so that the blocker of s does not stop them;
+					// it needs the version table, which up's
 					// first step creates.
 					var gate *pgx.Conn
 					var exists bool
@@ -279,14 +334,14 @@ WHEN (NEW.step LIKE '%s %%' AND substr(NEW.step, strpos(NEW.step, ': ') + 2) = '
 					// only its step's statement.
 					var b *blocker
 					if gate == nil || triggerBlocked(direction, s) {
-						b = blockStep(t, db, direction, s, oldSnapshot)
+						b = blockStep(t, q, db, direction, s, oldSnapshot)
 					}
-					cmd := exec.Command(bin, append(append([]string{direction}, teamQueueFlags...), "--lock-timeout", "20m", "--max-attempts", "1", "--database", db)...)
+					cmd := exec.Command(bin, append(append([]string{direction}, q.flags...), "--lock-timeout", "20m", "--max-attempts", "1", "--database", db)...)
 					c := startCommand(t, cmd)
 					if gate != nil {
 						awaitWaiting(t, probe, c, "the gate before step "+s.name, func(lt string, id int64) bool { return lt == "advisory" && id == gateLock })
 						if b == nil {
-							b = blockStep(t, db, direction, s, oldSnapshot)
+							b = blockStep(t, q, db, direction, s, oldSnapshot)
 						}
 						if _, err := gate.Exec(ctx, "SELECT pg_advisory_unlock($1)", gateLock); err != nil {
 							t.Fatal(err)
@@ -306,7 +361,7 @@ WHEN (NEW.step LIKE '%s %%' AND substr(NEW.step, strpos(NEW.step, ': ') + 2) = '
 						err := probe.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE $1", runSessions(c.cmd.Process.Pid)).Scan(&n)
 						return n == 0, err
 					})
-					if st := mustCLI(t, db, "status"); strings.Contains(st, "run lock:") {
+					if st := q.run(t, db, "status"); strings.Contains(st, "run lock:") {
 						t.Fatalf("%s in step %q: the run lock is still held:\n%s", sig, s.name, st)
 					}
 					b.release()
@@ -317,12 +372,12 @@ WHEN (NEW.step LIKE '%s %%' AND substr(NEW.step, strpos(NEW.step, ': ') + 2) = '
 						gate.Close(ctx)
 					}
 				}
-				mustCLI(t, db, direction)
+				q.run(t, db, direction)
 				if _, err := probe.Exec(ctx, "DROP FUNCTION migrate_unique_test_wait_for_lock()"); err != nil {
 					t.Fatal(err)
 				}
 				want := map[string]string{"up": migratedSnap, "down": legacySnap}[direction]
-				if got := comparable(t, db); got != want {
+				if got := q.comparable(t, db); got != want {
 					t.Fatalf("%s after an interruption in every step differs from one clean run:\n%s\nvs\n%s", direction, want, got)
 				}
 			})
