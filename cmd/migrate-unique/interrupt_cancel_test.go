@@ -206,7 +206,13 @@ func triggerBlocked(direction string, s workStep) bool {
 // await polls cond until it holds, failing the test after two minutes.
 func await(t *testing.T, what string, cond func() (bool, error)) {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
+	awaitWithin(t, 2*time.Minute, what, cond)
+}
+
+// awaitWithin polls cond until it holds, failing the test after d.
+func awaitWithin(t *testing.T, d time.Duration, what string, cond func() (bool, error)) {
+	t.Helper()
+	deadline := time.Now().Add(d)
 	for {
 		ok, err := cond()
 		if err != nil {
@@ -216,7 +222,7 @@ func await(t *testing.T, what string, cond func() (bool, error)) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
+			t.Fatalf("waited %s in vain until %s", d, what)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -356,7 +362,7 @@ WHEN (NEW.step LIKE '%s %%' AND substr(NEW.step, strpos(NEW.step, ': ') + 2) = '
 					}
 					// With the blocker still there: nothing of the run is
 					// left on the server, and the run lock is free.
-					await(t, fmt.Sprintf("no session of the run interrupted in step %q is left", s.name), func() (bool, error) {
+					awaitWithin(t, 10*time.Second, fmt.Sprintf("no session of the run interrupted in step %q is left", s.name), func() (bool, error) {
 						var n int
 						err := probe.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE $1", runSessions(c.cmd.Process.Pid)).Scan(&n)
 						return n == 0, err
