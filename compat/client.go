@@ -254,9 +254,9 @@ func (c *Client) EnqueueManyTx(ctx context.Context, db DB, jobs []Job) (res []Re
 const staleRetries = 3
 
 // isStaleSchema reports an error from a column or table the cached schema
-// named and the database no longer has.
-// The SQLSTATE is read as every driver reports it (see sqlState), so a
-// client over database/sql with lib/pq recovers as one over pgx does.
+// named and the database no longer has. The SQLSTATE is read as every
+// driver reports it (see sqlState), so a client over database/sql with
+// lib/pq recovers as one over pgx does.
 func isStaleSchema(err error) bool {
 	code := sqlState(err)
 	return code == "42703" || code == "42P01"

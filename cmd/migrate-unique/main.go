@@ -92,7 +92,7 @@ func runProcess(args []string) int {
 		select {
 		case <-ctx.Done():
 			stop()
-			fmt.Fprintln(os.Stderr, "migrate-unique: interrupted: stopping; a statement running on the server is being cancelled (interrupt again to quit at once, leaving it running)")
+			fmt.Fprintln(os.Stderr, "migrate-unique: interrupted; stopping (a statement running on the server is cancelled first: interrupt again to quit at once and leave it running)")
 		case <-done:
 		}
 	}()
