@@ -20,13 +20,15 @@
 // call soon and leaves nothing running on the server: the statement in
 // progress is sent a cancel request (PostgreSQL's, the one psql sends on
 // Ctrl-C) and the call waits for the server to end it, at most 30
-// seconds, before returning an error that wraps the server's 57014 or the
-// context's error. A transaction in progress is
+// seconds, before returning. The error of Up and Down then satisfies
+// errors.Is(err, context.Canceled) (or context.DeadlineExceeded) and wraps
+// the server's 57014 when the server cancelled a statement; that of Plan,
+// Status and FilesFor wraps one or the other. A transaction in progress is
 // rolled back, and Up and Down release their run lock before returning, so
 // the next run can start at once; an index build that was cancelled leaves
 // an INVALID index, which the next run drops and rebuilds (Down drops a
 // cancelled unique rule's INVALID index itself, waiting at most
-// Options.LockTimeout and never more than 5 seconds). Only
+// Options.LockTimeout and never more than 10 seconds). Only
 // when the server does not answer within that time is the connection
 // dropped; the run's output then names the session that may go on.
 //

@@ -647,6 +647,22 @@ func (r *runner) runTx(ctx context.Context, s step, attempt int, last bool) (hel
 	return held, nil
 }
 
+// interrupted makes the error of a run whose context is done say so to
+// errors.Is (context.Canceled or context.DeadlineExceeded), whatever ended
+// the run: the server's cancellation of its statement (57014), the context
+// itself, or a failure that followed. Its text is err's.
+func interrupted(ctx context.Context, err error) error {
+	if err == nil || ctx.Err() == nil || errors.Is(err, ctx.Err()) {
+		return err
+	}
+	return &interruptedError{err: err, ctxErr: ctx.Err()}
+}
+
+type interruptedError struct{ err, ctxErr error }
+
+func (e *interruptedError) Error() string   { return e.err.Error() }
+func (e *interruptedError) Unwrap() []error { return []error{e.err, e.ctxErr} }
+
 // inTx runs fn in a transaction and commits it. On failure it rolls back
 // even when ctx is done (an interrupt): rolled back with a done context,
 // pgx would drop the connection instead, and the run would lose the
@@ -697,7 +713,7 @@ func (r *runner) runConcurrent(ctx context.Context, s step) error {
 }
 
 // dropAfterInterruptWait bounds the wait of dropCancelledUnique.
-const dropAfterInterruptWait = 5 * time.Second
+const dropAfterInterruptWait = 10 * time.Second
 
 // dropCancelledUnique drops the INVALID unique index a cancelled rebuild
 // (Ctrl-C during down) left behind: until then it rejects duplicates of new
