@@ -355,8 +355,9 @@ WHEN (NEW.step LIKE '%s %%' AND substr(NEW.step, strpos(NEW.step, ': ') + 2) = '
 					}
 					c.waitLine(t, `^step \d+/\d+: `+regexp.QuoteMeta(s.name)+` \.\.\.$`)
 					awaitWaiting(t, probe, c, b.what+" in step "+s.name, b.lock)
-					t.Logf("%v in step %q, waiting for %s", sig, s.name, b.what)
+					signalled := time.Now()
 					c.interrupt(t, sig)
+					t.Logf("%v in step %q, waiting for %s: exited %s later", sig, s.name, b.what, time.Since(signalled).Round(time.Millisecond))
 					if strings.Contains(c.output(), "connection to the server was lost") {
 						t.Fatalf("%s in step %q: the run did not see its statement end:\n%s", sig, s.name, c.output())
 					}
