@@ -13,6 +13,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -67,14 +68,15 @@ func cancelDroppingProxy(t *testing.T, server string) string {
 	return ln.Addr().String()
 }
 
-// When the server never gets the cancel request (here a proxy swallows
-// it), an interrupted run waits the 30 seconds it gives the server, then
-// drops its connection and says so, naming the session that may go on; the
-// next run names that session too, and it is the one that still builds.
-func TestInterruptWhoseCancelIsLostNamesTheSession(t *testing.T) {
+// upThroughLostCancels starts the built command's up on a team queue whose
+// connections go through cancelDroppingProxy, and returns once its first
+// index build waits for a writer (held until the test ends), with the pid
+// of the build's session.
+func upThroughLostCancels(t *testing.T) (c *child, db string, probe *pgx.Conn, pid int) {
+	t.Helper()
 	bin := buildTool(t)
 	ctx := context.Background()
-	db := teamQueueDB(t)
+	db = teamQueueDB(t)
 	cfg, err := pgx.ParseConfig(db)
 	if err != nil {
 		t.Fatal(err)
@@ -84,18 +86,29 @@ func TestInterruptWhoseCancelIsLostNamesTheSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	u.Host = cancelDroppingProxy(t, net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port))))
-	probe := testdb.Connect(t, db)
+	probe = testdb.Connect(t, db)
 	holder, err := testdb.Connect(t, db).Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer holder.Rollback(ctx) //nolint:errcheck
+	t.Cleanup(func() { _ = holder.Rollback(context.Background()) })
 	if _, err := holder.Exec(ctx, `UPDATE "Billing Queue"."JobRequests" SET priority = priority WHERE false`); err != nil {
 		t.Fatal(err)
 	}
-	c := startCommand(t, exec.Command(bin, append(append([]string{"up"}, teamQueueFlags...), "--database", u.String())...))
+	c = startCommand(t, exec.Command(bin, append(append([]string{"up"}, teamQueueFlags...), "--database", u.String())...))
 	c.waitLine(t, `^step \d+/\d+: counting index on "Billing Queue"."JobRequests" \.\.\.$`)
-	pid := awaitWaiting(t, probe, c, "the writer", notGate)
+	pid = awaitWaiting(t, probe, c, "the writer", notGate)
+	t.Cleanup(func() { _, _ = probe.Exec(context.Background(), "SELECT pg_cancel_backend($1)", pid) })
+	return c, db, probe, pid
+}
+
+// When the server never gets the cancel request (here a proxy swallows
+// it), an interrupted run waits the 30 seconds it gives the server, then
+// drops its connection and says so, naming the session that may go on; the
+// next run names that session too, and it is the one that still builds.
+func TestInterruptWhoseCancelIsLostNamesTheSession(t *testing.T) {
+	ctx := context.Background()
+	c, db, probe, pid := upThroughLostCancels(t)
 	c.interrupt(t, syscall.SIGINT)
 	m := regexp.MustCompile(`its session \(backend pid (\d+)\) may still run it and hold the run lock; 'migrate-unique status' shows it, and SELECT pg_cancel_backend\((\d+)\) ends the statement`).FindStringSubmatch(c.output())
 	if m == nil || m[1] != strconv.Itoa(pid) || m[2] != strconv.Itoa(pid) {
@@ -108,7 +121,27 @@ func TestInterruptWhoseCancelIsLostNamesTheSession(t *testing.T) {
 	if st := mustCLI(t, db, "status"); !strings.Contains(st, "run lock: an orphaned session holds this layout's run lock") || !strings.Contains(st, "backend pid "+strconv.Itoa(pid)) {
 		t.Fatalf("status does not name the session that goes on:\n%s", st)
 	}
-	if _, err := probe.Exec(ctx, "SELECT pg_cancel_backend($1)", pid); err != nil {
+}
+
+// A second SIGINT while the first one's cancel request waits for the
+// server ends the command at once, by the signal: it does not wait for the
+// answer (which never comes here) nor print that the connection was lost.
+func TestSecondInterruptQuitsAtOnce(t *testing.T) {
+	c, _, _, _ := upThroughLostCancels(t)
+	if err := c.cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
+	}
+	c.waitLine(t, `^migrate-unique: interrupted; stopping`)
+	if err := c.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-c.done:
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("the command did not exit after a second SIGINT:\n%s", c.output())
+	}
+	ws, ok := c.cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if !ok || !ws.Signaled() || ws.Signal() != syscall.SIGINT || strings.Contains(c.output(), "connection to the server was lost") {
+		t.Fatalf("after a second SIGINT the command ended with %v, want killed by SIGINT at once:\n%s", c.cmd.ProcessState, c.output())
 	}
 }
