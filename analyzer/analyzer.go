@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"go/token"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -27,6 +28,8 @@ func init() {
 	s := flagSettings
 	Analyzer.Flags.Var(&interfaceFlag{s}, "interface", "legacy job interface as importpath.Name (repeatable or comma-separated); replaces the default detection")
 	Analyzer.Flags.Var(&renameFlag{s}, "rename", "rename importpath.Old=New for option functions and sentinel errors (repeatable or comma-separated)")
+	Analyzer.Flags.Var(&tableFlag{s}, "table", "a table of the queue's layout (repeatable or comma-separated; default plain-jobs' tables): SQL naming it and unique_key is reported in any package")
+	Analyzer.Flags.BoolVar(&s.allSQL, "all-sql", false, "report SQL naming unique_key in every package, whatever its table (default: only the queue's tables, or SQL in packages with legacy jobs)")
 }
 
 // Config configures an analyzer built by New. The zero Config gives the
@@ -42,6 +45,13 @@ type Config struct {
 	// package). Every use is renamed, and the declaration too when it is in
 	// the analysed module.
 	Renames map[string]string
+	// Tables are the layout's tables, whose SQL the sql finding reports in
+	// any package when it names unique_key (a name, optionally
+	// schema-qualified). Empty means plain-jobs' (DefaultTables).
+	Tables []string
+	// AllSQL reports SQL text naming unique_key in every package, whatever
+	// table it names, instead of only the queue's (see docs/code-migration.md).
+	AllSQL bool
 }
 
 // New returns an analyzer configured by cfg, for drivers that run it from Go
@@ -72,6 +82,12 @@ func (cfg Config) settings() (*settings, error) {
 			return nil, err
 		}
 	}
+	for _, t := range cfg.Tables {
+		if err := s.addTable(t); err != nil {
+			return nil, err
+		}
+	}
+	s.allSQL = cfg.AllSQL
 	return s, nil
 }
 
@@ -81,7 +97,7 @@ func newAnalyzer(s *settings) *analysis.Analyzer {
 		Doc:       doc,
 		URL:       "https://github.com/migrate-unique/migrate-unique/blob/main/docs/code-migration.md",
 		Run:       s.run,
-		FactTypes: []analysis.Fact{new(JobInterfaceFact), new(MigratedFact)},
+		FactTypes: []analysis.Fact{new(JobInterfaceFact), new(MigratedFact), new(OwnPackageFact)},
 	}
 	return a
 }
@@ -111,8 +127,9 @@ const (
 	// "ConcurrencyLimitReached".
 	CodeSpanError Code = "span-error"
 
-	// CodeSQL: a string literal naming the unique_key column (SQL text,
-	// struct tags); the database migration renames the column.
+	// CodeSQL: SQL text naming the unique_key column of the queue's tables
+	// (see Config.Tables and Config.AllSQL for the scope; never struct
+	// tags); the database migration renames the column.
 	CodeSQL Code = "sql"
 	// CodeUniqueViolation: code that handles a unique violation (SQLSTATE
 	// 23505, pgerrcode.UniqueViolation, "duplicate key") around an enqueue;
@@ -209,6 +226,9 @@ type settings struct {
 	interfaces map[string]bool   // "importpath.Name"
 	renames    map[string]string // "importpath.Old" -> "New"
 	renamed    map[string]bool   // the Old names, unqualified
+	tables     []string          // the layout's tables (-table); none: DefaultTables
+	tableRE    *regexp.Regexp    // matches a name of tables, once there are some
+	allSQL     bool              // -all-sql: SQL naming unique_key in any package
 	prog       *Program          // the run's job model (ForProgram), or nil
 }
 
@@ -323,5 +343,27 @@ func (f *renameFlag) Set(v string) error {
 	return nil
 }
 
+// tableFlag is the repeatable -table flag.
+type tableFlag struct{ s *settings }
+
+func (f *tableFlag) String() string {
+	if f == nil || f.s == nil {
+		return ""
+	}
+	return strings.Join(f.s.tables, ",")
+}
+
+func (f *tableFlag) Set(v string) error {
+	for _, name := range strings.Split(v, ",") {
+		if name = strings.TrimSpace(name); name != "" {
+			if err := f.s.addTable(name); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+var _ flag.Value = (*tableFlag)(nil)
 var _ flag.Value = (*interfaceFlag)(nil)
 var _ flag.Value = (*renameFlag)(nil)

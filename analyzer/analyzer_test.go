@@ -2,6 +2,7 @@ package analyzer_test
 
 import (
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/migrate-unique/migrate-unique/analyzer"
@@ -14,7 +15,7 @@ func TestAnalyzer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run(t, a, "jobs", "app", "shapes", "register", "traps", "tasks")
+	run(t, a, "jobs", "app", "shapes", "register", "traps", "tasks", "store")
 }
 
 func TestExactInterface(t *testing.T) {
@@ -49,4 +50,23 @@ func TestDependencyModule(t *testing.T) {
 		writeGoldens(t, analysistest.Run(t, dir, a, "./app"))
 	}
 	analysistest.RunWithSuggestedFixes(t, dir, a, "./app")
+}
+
+// TestSQLScope runs the sql finding with its two settings: -table names
+// the layout's tables (replacing plain-jobs'), -all-sql reports SQL in
+// every package whatever its table.
+func TestSQLScope(t *testing.T) {
+	a, err := analyzer.New(analyzer.Config{Tables: []string{"jobs.queue_jobs"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	analysistest.Run(t, analysistest.TestData(), a, "tables")
+	a, err = analyzer.New(analyzer.Config{AllSQL: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	analysistest.Run(t, analysistest.TestData(), a, "allsql")
+	if _, err := analyzer.New(analyzer.Config{Tables: []string{"jobs; drop"}}); err == nil || !strings.Contains(err.Error(), "want a table name") {
+		t.Errorf("a table name with a space and a semicolon: err = %v, want a refusal", err)
+	}
 }

@@ -45,6 +45,8 @@ func TestFlags(t *testing.T) {
 		{"interface", "example.com/a.Job, example.com/b.Task"},
 		{"interface", "example.com/c.Worker"},
 		{"rename", "example.com/a.WithUniqueKey=WithConcurrencyKey,example.com/a.ErrDuplicate=example.com/a.ErrLimit"},
+		{"table", "queue.jobs, jobs_archive"},
+		{"table", `"public"."jobs_done"`},
 	} {
 		if err := fs.Set(kv[0], kv[1]); err != nil {
 			t.Fatalf("-%s=%s: %v", kv[0], kv[1], err)
@@ -56,7 +58,13 @@ func TestFlags(t *testing.T) {
 	if got, want := fs.Lookup("rename").Value.String(), "example.com/a.ErrDuplicate=ErrLimit,example.com/a.WithUniqueKey=WithConcurrencyKey"; got != want {
 		t.Errorf("-rename = %q, want %q", got, want)
 	}
-	for _, kv := range [][2]string{{"interface", "Job"}, {"rename", "example.com/a.Old"}, {"rename", "example.com/a.Old=b.New"}} {
+	if got, want := fs.Lookup("table").Value.String(), "jobs,jobs_archive,jobs_done"; got != want {
+		t.Errorf("-table = %q, want %q", got, want)
+	}
+	if fs.Lookup("all-sql") == nil {
+		t.Error("no -all-sql flag")
+	}
+	for _, kv := range [][2]string{{"interface", "Job"}, {"rename", "example.com/a.Old"}, {"rename", "example.com/a.Old=b.New"}, {"table", "jobs; drop"}} {
 		if err := fs.Set(kv[0], kv[1]); err == nil {
 			t.Errorf("-%s=%s: no error", kv[0], kv[1])
 		}

@@ -10,7 +10,11 @@
 // never by spelling: a job type implements a legacy job interface, which by
 // default is any interface whose method set has UniqueKey() string together
 // with a method that runs the job (Run, Perform, Execute, Handle, Process,
-// Work or Do). The -interface flag (importpath.Name, repeatable) names the
+// Work or Do), the run method being the type's own: declared on it, or
+// promoted from a type of the analysed module(s) or from one that is itself
+// a job, never from the standard library or a dependency that is no job
+// (sync.Once's Do, *exec.Cmd's Run, *http.Client's Do). The -interface flag
+// (importpath.Name, repeatable) names the
 // legacy job interfaces exactly instead. Go's interfaces are structural, so
 // a package that sees no job interface (with -interface: none of the named
 // ones) reads a job-shaped type, one whose method set has UniqueKey() string
@@ -43,7 +47,12 @@
 //
 // Reported without a fix:
 //
-//   - sql: a string literal naming the unique_key column;
+//   - sql: SQL text naming the unique_key column where it can concern the
+//     queue: a string naming one of the layout's tables (plain-jobs' by
+//     default, -table otherwise) in any package, or SQL in a package with
+//     legacy jobs (not on another system's table, such as River's
+//     river_job); never struct tags, Lua scripts or JSON. -all-sql reports
+//     SQL naming unique_key in every package;
 //   - unique-violation: code handling a unique violation (SQLSTATE 23505,
 //     pgerrcode.UniqueViolation, "duplicate key") in a function that
 //     enqueues a job;
@@ -69,7 +78,8 @@ ConcurrencyLimit() (int, bool); rewrite interfaces declaring UniqueKey;
 rename calls, method values and method expressions in every package; apply
 configured -rename pairs; replace the span error string "DuplicateJob" with
 "ConcurrencyLimitReached". It reports without a fix: SQL text naming
-unique_key, unique-violation (23505) handling around an enqueue, findings in
+unique_key in the queue's tables (-table; default plain-jobs') or in
+packages with legacy jobs (-all-sql: everywhere), unique-violation (23505) handling around an enqueue, findings in
 generated files, clashes with existing ConcurrencyKey/ConcurrencyLimit
 methods, and legacy methods required by interfaces it cannot edit.
 

@@ -45,6 +45,10 @@ type Program struct {
 	// promoters maps a legacy method (funcKey) to the non-job types of the
 	// run that promote it.
 	promoters map[string][]string
+	// own are the paths of the run's own packages (the modules it edits,
+	// never the standard library): a run method promoted from one of their
+	// types makes a job, one promoted from elsewhere does not.
+	own map[string]bool
 	// migrating records the methods the analysis renames to ConcurrencyKey
 	// (funcKey), as MigratedFact does for the per-package drivers: a
 	// package's analysis records them before its importers' analyses read
@@ -111,13 +115,22 @@ type programIface struct {
 }
 
 func newProgram(s *settings, roots []*packages.Package) *Program {
-	pr := &Program{jobs: map[string]bool{}, external: map[string]string{}, promoters: map[string][]string{}}
+	pr := &Program{jobs: map[string]bool{}, external: map[string]string{}, promoters: map[string][]string{}, own: map[string]bool{}}
 	var all []*packages.Package
 	packages.Visit(roots, nil, func(pkg *packages.Package) {
 		if pkg.Types != nil {
 			all = append(all, pkg)
 		}
 	})
+	for _, pkg := range all {
+		if pkg.Module != nil {
+			pr.own[pkg.PkgPath] = pkg.Module.Version == ""
+		} else {
+			pr.own[pkg.PkgPath] = !isStandardPath(pkg.PkgPath)
+		}
+	}
+	own := func(pkg *types.Package) bool { return pr.own[pkg.Path()] }
+	runsOwn := func(t *types.Named) bool { return hasOwnRunMethod(t, own, s.isJobInterface) }
 
 	// The job interfaces, by package: a type is checked against them all.
 	var ifaces []programIface
@@ -184,8 +197,9 @@ func newProgram(s *settings, roots []*packages.Package) *Program {
 			cands = append(cands, candidate{tn, named})
 			key := typeKey(tn)
 			migrates, kept := false, ""
+			ownRun := len(s.interfaces) > 0 || runsOwn(named)
 			for _, j := range ifaces {
-				if !implementsIface(named, j.iface, j.generic) {
+				if !ownRun || !implementsIface(named, j.iface, j.generic) {
 					continue
 				}
 				if j.migrates {
@@ -202,7 +216,7 @@ func newProgram(s *settings, roots []*packages.Package) *Program {
 				if _, ok := pr.external[key]; !ok {
 					pr.external[key] = kept
 				}
-			case shape && jobShaped(named):
+			case shape && jobShaped(named) && runsOwn(named):
 				pr.jobs[key] = true
 			}
 			if migrates {

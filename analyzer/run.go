@@ -40,6 +40,7 @@ type pass struct {
 	tags      map[*ast.BasicLit]bool // struct field tags, built on first use
 	prog      *Program               // the run's job model, when the driver gives one
 	shapeOK   *bool                  // shapeRule, decided on first use
+	jobTypes  int                    // the job types this package declares
 }
 
 type typeDecl struct {
@@ -77,6 +78,9 @@ func (s *settings) run(ap *analysis.Pass) (any, error) {
 	// Only the analysed module is edited or reported: a package of a
 	// dependency module has a version, the main module's packages have none.
 	editable := ap.Module == nil || ap.Module.Version == ""
+	if editable && ownModule(ap.Pkg.Path(), ap.Module) {
+		p.ExportPackageFact(&OwnPackageFact{})
+	}
 	p.index()
 	p.findJobInterfaces()
 	if editable {
@@ -357,6 +361,7 @@ func (p *pass) planJobTypes() {
 			jobs = append(jobs, jobCandidate{tn, named, impl})
 		}
 	}
+	p.jobTypes = len(jobs)
 	for _, j := range jobs {
 		p.planJobType(j)
 	}
@@ -375,13 +380,13 @@ func (p *pass) jobRule(named *types.Named) ([]*jobIface, bool) {
 			impl = append(impl, j)
 		}
 	}
-	if len(impl) > 0 {
+	if len(impl) > 0 && (len(p.s.interfaces) > 0 || p.runsOwn(named)) {
 		return impl, true
 	}
 	if p.prog != nil {
 		return nil, p.prog.isJob(named.Obj())
 	}
-	return nil, p.shapeRule() && jobShaped(named)
+	return nil, p.shapeRule() && jobShaped(named) && p.runsOwn(named)
 }
 
 // shapeRule reports whether a job-shaped type counts as a job here: always
@@ -623,7 +628,7 @@ func (p *pass) isJobValue(t types.Type) bool {
 	}
 	v := false
 	for _, j := range p.jobIfaces {
-		if named.Obj() == j.obj || (!types.IsInterface(named) && p.implements(named, j)) {
+		if named.Obj() == j.obj || (!types.IsInterface(named) && p.implements(named, j) && (len(p.s.interfaces) > 0 || p.runsOwn(named))) {
 			v = true
 			break
 		}
@@ -632,7 +637,7 @@ func (p *pass) isJobValue(t types.Type) bool {
 		if p.prog != nil {
 			v = p.prog.isJob(named.Obj())
 		} else {
-			v = p.shapeRule() && jobShaped(named)
+			v = p.shapeRule() && jobShaped(named) && p.runsOwn(named)
 		}
 	}
 	p.jobValue[named] = v

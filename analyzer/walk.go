@@ -12,7 +12,7 @@ import (
 )
 
 const (
-	legacySpanError = "DuplicateJob"
+	legacySpanError = "DuplicateJob" //migrate-unique:ignore the string the analyzer looks for, not a span error
 	newSpanError    = "ConcurrencyLimitReached"
 	pgerrcodePath   = "github.com/jackc/pgerrcode"
 )
@@ -92,7 +92,9 @@ func (p *pass) walk(f *ast.File) {
 			if !decided {
 				decided = true
 				if fd, ok := decl.(*ast.FuncDecl); ok && fd.Body != nil {
-					enqueues = p.enqueues(fd.Body)
+					// The enqueue itself (func Enqueue, enqueueTx), or a
+					// function that calls one.
+					enqueues = hasWord(fd.Name.Name, "enqueue") || p.enqueues(fd.Body)
 				}
 			}
 			return enqueues
@@ -249,12 +251,8 @@ func (p *pass) literal(lit *ast.BasicLit, inEnqueuer func() bool) {
 			Message:   `Replace "DuplicateJob" with "ConcurrencyLimitReached"`,
 			TextEdits: []analysis.TextEdit{{Pos: lit.Pos(), End: lit.End(), NewText: []byte(quoted)}},
 		})
-	case strings.Contains(lower, "unique_key") && (p.isTag(lit) && uniqueKeyColumn.MatchString(val) || namesColumn(val)):
-		what := "string names"
-		if p.isTag(lit) {
-			what = "struct tag names"
-		}
-		p.report(lit, lit, CodeSQL, what+" the unique_key column, which the database migration renames to concurrency_key: update it by hand", nil)
+	case strings.Contains(lower, "unique_key") && uniqueKeyColumn.MatchString(val) && !p.isTag(lit) && p.sqlInScope(val):
+		p.report(lit, lit, CodeSQL, "string names the unique_key column, which the database migration renames to concurrency_key: update it by hand", nil)
 	case (val == "23505" || strings.Contains(lower, "duplicate key")) && inEnqueuer():
 		p.report(lit, lit, CodeUniqueViolation, "handles a unique violation ("+strconv.Quote(val)+") around an enqueue: "+uniqueViolationAdvice, nil)
 	}

@@ -206,8 +206,8 @@ func (s *schema) carryLockText(sharedClass, class bool) string {
 		lock += "CASE WHEN s.o <> '' THEN pg_advisory_xact_lock(" + id + ")::text END"
 	}
 	group := a.add(nil)
-	return "SELECT " + lock + " FROM (SELECT set_config(" + a.add(nil) + ", coalesce((SELECT concurrency_limit::text FROM " +
-		s.l.Table(layout.LimitsTable) + " WHERE group_name = " + group + "), ''), true) AS o OFFSET 0) s"
+	return "SELECT " + lock + " FROM (SELECT set_config(" + a.add(nil) + ", coalesce(" +
+		overrideSQL(s.l.Table(layout.LimitsTable), group) + "::text, ''), true) AS o OFFSET 0) s"
 }
 
 // text returns the statement text of a shape, building it on first use.
@@ -282,7 +282,7 @@ func (s *schema) admitText(shape string) string {
 	case strings.HasSuffix(shape, "/carried"):
 		override = "nullif(current_setting(" + a.add(nil) + "), '')::integer"
 	case strings.HasSuffix(shape, "/read"):
-		override = "(SELECT concurrency_limit FROM " + l.Table(layout.LimitsTable) + " WHERE group_name = " + a.add(nil) + ")"
+		override = overrideSQL(l.Table(layout.LimitsTable), a.add(nil))
 	}
 	b.WriteString("WITH c AS (\n    SELECT min(l.n) AS lim, count(u.id) AS n, coalesce(string_agg(u.t || ':' || u.id::text, ','), '') AS holders\n")
 	b.WriteString("    FROM (SELECT coalesce(" + override + ", " + a.add(nil) + "::integer) AS n OFFSET 0) l\n    LEFT JOIN LATERAL (")
@@ -485,6 +485,9 @@ func (s *schema) skipRecordQuery(adm *admission, sk *Skip, at time.Time, out *in
 		add("job_request_uuid", "gen_random_uuid()")
 		add("job_process_uuid", "gen_random_uuid()")
 		add("ended_at", "now()")
+		// plain-jobs' error column is NOT NULL without a default (its
+		// migrations create none; Python fills it with "").
+		add("error", "''")
 		add("status", a.add(SkipRecordStatus))
 	} else {
 		add("finished_at", "now()")

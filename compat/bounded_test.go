@@ -101,8 +101,8 @@ func boundedHistory(ctx context.Context, t *testing.T, conn *pgx.Conn) {
 		if tbl == "plainjobs_jobprocess" {
 			extra, extraVal = ", job_request_uuid", ", gen_random_uuid()"
 		}
-		if _, err := conn.Exec(ctx, `INSERT INTO `+tbl+` (created_at, uuid, job_class, source, unique_key`+extra+`)
-SELECT now(), gen_random_uuid(), 'old.C' || (i % 50), 'test', 'k' || i`+extraVal+` FROM generate_series(1, 2000) i`); err != nil {
+		if _, err := conn.Exec(ctx, `INSERT INTO `+tbl+` (created_at, uuid, job_class, source, priority, queue, retries, retry_attempt, unique_key`+extra+`)
+SELECT now(), gen_random_uuid(), 'old.C' || (i % 50), 'test', 0, 'default', 0, 0, 'k' || i`+extraVal+` FROM generate_series(1, 2000) i`); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -127,8 +127,8 @@ func boundedBacklog(ctx context.Context, t *testing.T, conn *pgx.Conn) {
 		if _, err := conn.Exec(ctx, `ALTER TABLE `+tbl+` SET (autovacuum_enabled = false)`); err != nil {
 			t.Fatal(err)
 		}
-		_, err := conn.Exec(ctx, `INSERT INTO `+tbl+` (created_at, uuid, job_class, source, concurrency_key`+extra+`)
-SELECT now(), gen_random_uuid(), $1, 'test', CASE
+		_, err := conn.Exec(ctx, `INSERT INTO `+tbl+` (created_at, uuid, job_class, source, priority, queue, retries, retry_attempt, concurrency_key`+extra+`)
+SELECT now(), gen_random_uuid(), $1, 'test', 0, 'default', 0, 0, CASE
     WHEN i % 10 = 0 THEN $2
     WHEN i % 10 = 1 THEN $3 || (1700000000 + 60 * i)::text
     WHEN i % 10 = 2 THEN 'Rep:scheduled:' || i
@@ -141,8 +141,8 @@ ORDER BY i % 10 IN (0, 1), i`, hotClass, hotKey, SchedulePrefix(schedBase), n)
 			t.Fatal(err)
 		}
 	}
-	if _, err := conn.Exec(ctx, `INSERT INTO plainjobs_jobrequest (created_at, uuid, job_class, source, concurrency_key)
-VALUES (now(), gen_random_uuid(), $1, 'test', 'r')`, rareClass); err != nil {
+	if _, err := conn.Exec(ctx, `INSERT INTO plainjobs_jobrequest (created_at, uuid, job_class, source, priority, queue, retries, retry_attempt, concurrency_key)
+VALUES (now(), gen_random_uuid(), $1, 'test', 0, 'default', 0, 0, 'r')`, rareClass); err != nil {
 		t.Fatal(err)
 	}
 }

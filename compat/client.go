@@ -330,6 +330,11 @@ func (c *Client) prepare(s *schema, jobs []Job, sc trace.SpanContext) ([]*admiss
 			}
 			adm.job.args = string(b)
 		}
+		if c.o.python[j.Class] {
+			if err := checkPlainArgs(j.Class, adm.job.args); err != nil {
+				return nil, fmt.Errorf("compat: job %d: %w", i, err)
+			}
+		}
 		if sc.IsValid() {
 			adm.job.traceID, adm.job.spanID = sc.TraceID().String(), sc.SpanID().String()
 		}
@@ -378,13 +383,13 @@ func (c *Client) admit(ctx context.Context, db DB, s *schema, adms []*admission)
 	if inTx {
 		qs = append(qs, restoreQuery())
 	}
-	err := c.run(ctx, db, qs)
+	err := c.runAdmission(ctx, db, s, qs)
 	if isIsolationError(err) && !inTx && !c.explicitTx.Load() {
 		// Our own transaction runs at the session's default isolation,
 		// which is above READ COMMITTED here: from now on begin it
 		// explicitly at READ COMMITTED.
 		c.explicitTx.Store(true)
-		err = c.run(ctx, db, qs)
+		err = c.runAdmission(ctx, db, s, qs)
 	}
 	if err != nil {
 		return nil, c.admitError(adms, err)

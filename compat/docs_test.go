@@ -45,6 +45,12 @@ func TestRuntimeDocBlocksAreExamples(t *testing.T) {
 			end++
 		}
 		got := strings.Join(lines[i+1:end], "\n")
+		if i > 0 && programMarker.MatchString(lines[i-1]) {
+			// A whole program: TestRuntimeDocProgramBuilds builds it.
+			out = append(out, lines[i+1:end+1]...)
+			i = end
+			continue
+		}
 		var m []string
 		if i > 0 {
 			m = marker.FindStringSubmatch(lines[i-1])

@@ -2,6 +2,7 @@ package compat_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log"
 	"os"
@@ -28,6 +29,30 @@ func (ChargeJob) ConcurrencySkipRecord() bool { return true }
 type SendEmail struct{ To string }
 
 func (j SendEmail) UniqueKey() string { return "email-" + j.To }
+
+// SyncJob mirrors plain-jobs' default (one active job per non-empty key,
+// no limit without a key), the rule Go and Python writers share.
+type SyncJob struct{ Account string }
+
+func (j SyncJob) ConcurrencyKey() string        { return j.Account }
+func (j SyncJob) ConcurrencyLimit() (int, bool) { return 1, j.Account != "" }
+
+// A job for a class plain-jobs' Python workers run carries its parameters
+// in plain-jobs' shape.
+func ExamplePlainArgs() {
+	job := compat.Job{
+		Class: "app.jobs.SendWelcome", // run by a Python worker
+		Value: SyncJob{Account: "acct-7"},
+		Args:  compat.PlainArgs{Args: []any{"a@example.com"}, Kwargs: map[string]any{"urgent": true}},
+		Queue: "default", // a queue the Python workers serve
+	}
+	params, err := json.Marshal(job.Args)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(string(params), compat.CheckPlainArgs(params))
+	// Output: {"args":["a@example.com"],"kwargs":{"urgent":true}} <nil>
+}
 
 // ReportJob is scheduled every minute.
 type ReportJob struct{}
@@ -96,8 +121,9 @@ func ExampleClient_RetrySweep() {
 	rep, err := c.RetrySweep(ctx, compat.RetryOptions{
 		// Each class's job type, rebuilt from the stored parameters: a
 		// retry is admitted under the limit its job value declares, as
-		// Enqueue reads it. A class not listed falls back to the legacy
-		// reading (limit 1 for a keyed job).
+		// Enqueue reads it. The sweep retries these classes only (and
+		// ClassNames): the classes plain-jobs' Python workers run are
+		// left to plain-jobs' own sweeper.
 		Classes: compat.Classes{
 			"app.jobs.ChargeJob": compat.Decode[ChargeJob],
 			"app.jobs.SendEmail": compat.Decode[SendEmail],

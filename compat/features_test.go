@@ -92,7 +92,7 @@ func TestRetries(t *testing.T) {
 	// A retry blocked by another active job of the group creates nothing...
 	blocked := q.fail(t, enqueue("busy", 3), "LOST")
 	holder := enqueue("busy", 3)
-	rep, err := q.c.RetrySweep(ctx, RetryOptions{})
+	rep, err := q.c.RetrySweep(ctx, RetryOptions{AllClasses: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +104,7 @@ func TestRetries(t *testing.T) {
 	}
 	// ...and a later sweep, once the holder finished, retries it.
 	q.fail(t, holder, "SUCCESSFUL")
-	if rep, err = q.c.RetrySweep(ctx, RetryOptions{}); err != nil || rep.Retried != 1 || rep.Results[0].ResultID != blocked {
+	if rep, err = q.c.RetrySweep(ctx, RetryOptions{AllClasses: true}); err != nil || rep.Retried != 1 || rep.Results[0].ResultID != blocked {
 		t.Fatalf("second sweep: %+v %v", rep, err)
 	}
 	if q.retryLink(t, blocked) == nil {
@@ -121,7 +121,7 @@ func TestRetries(t *testing.T) {
 			t.Fatalf("%s with %d retries: %v, want ErrNotRetryable", tc.status, tc.retries, err)
 		}
 	}
-	if rep, err = q.c.RetrySweep(ctx, RetryOptions{}); err != nil || rep.Retried+rep.Blocked != 0 {
+	if rep, err = q.c.RetrySweep(ctx, RetryOptions{AllClasses: true}); err != nil || rep.Retried+rep.Blocked != 0 {
 		t.Fatalf("sweep over nothing retryable: %+v %v", rep, err)
 	}
 }
@@ -152,7 +152,7 @@ func TestConcurrentSweepersNeverRetryTwice(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			rep, err := c.RetrySweep(ctx, RetryOptions{BatchSize: 7, Limit: func(string, string) (int, bool) { return 0, false }})
+			rep, err := c.RetrySweep(ctx, RetryOptions{AllClasses: true, BatchSize: 7, Limit: func(string, string) (int, bool) { return 0, false }})
 			retried[i], errs[i] = rep.Retried, err
 		}()
 	}

@@ -176,7 +176,8 @@ func hammer(t *testing.T, groups []hammerGroup, overrides map[[2]string]int) {
 		defer conn.Close(context.Background())
 		req, proc := q.l.Table(q.l.RequestsTable), q.l.Table(q.l.ProcessesTable)
 		move := `WITH m AS (DELETE FROM ` + req + ` WHERE id IN (SELECT id FROM ` + req + ` ORDER BY random() LIMIT 3) RETURNING *)
-INSERT INTO ` + proc + ` (created_at, uuid, job_class, parameters, source, concurrency_key, job_request_uuid) SELECT now(), gen_random_uuid(), job_class, parameters, source, concurrency_key, uuid FROM m`
+INSERT INTO ` + proc + ` (created_at, uuid, job_class, parameters, priority, source, queue, retries, retry_attempt, concurrency_key, started_at, job_request_uuid)
+SELECT now(), gen_random_uuid(), job_class, parameters, priority, source, queue, retries, retry_attempt, concurrency_key, now(), uuid FROM m`
 		finish := `DELETE FROM ` + proc + ` WHERE id IN (SELECT id FROM ` + proc + ` ORDER BY random() LIMIT 2) RETURNING job_class, concurrency_key`
 		for {
 			select {

@@ -63,6 +63,9 @@ type options struct {
 	mp       metric.MeterProvider
 	lockWait time.Duration
 	waitSet  bool
+	// python are the classes plain-jobs' Python workers run
+	// (WithPythonClasses).
+	python map[string]bool
 }
 
 // WithLockWait bounds how long an enqueue waits for a group's lock that

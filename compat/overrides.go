@@ -59,6 +59,9 @@ func (o *Overrides) SetLimit(ctx context.Context, group string, limit int, reaso
 	if err := checkLimit(group, limit); err != nil {
 		return err
 	}
+	if class, ok := isPauseName(group); ok {
+		return fmt.Errorf("%w: %q (an empty key after '::') is the pause of class %q; use PauseClass", ErrSlotArgument, group, class)
+	}
 	if strings.ContainsRune(reason, 0) {
 		return fmt.Errorf("%w: the reason contains a NUL byte", ErrSlotArgument)
 	}

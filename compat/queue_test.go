@@ -84,7 +84,7 @@ func (q *queue) run(t *testing.T, class, key string) int64 {
 	var err error
 	switch q.schema.Name {
 	case "plainjobs":
-		err = q.pool.QueryRow(ctx, `INSERT INTO `+q.l.Table(q.l.ProcessesTable)+` (created_at, uuid, job_class, source, `+k+`, job_request_uuid) VALUES (now(), gen_random_uuid(), $1, 'test', $2, gen_random_uuid()) RETURNING id`, class, key).Scan(&id)
+		err = q.pool.QueryRow(ctx, `INSERT INTO `+q.l.Table(q.l.ProcessesTable)+` (created_at, uuid, job_class, source, priority, queue, retries, retry_attempt, `+k+`, job_request_uuid) VALUES (now(), gen_random_uuid(), $1, 'test', 0, 'default', 0, 0, $2, gen_random_uuid()) RETURNING id`, class, key).Scan(&id)
 	case "teamqueue":
 		err = q.pool.QueryRow(ctx, `INSERT INTO `+q.l.Table(q.l.ProcessesTable)+` (uuid, kind, `+k+`, worker) VALUES (gen_random_uuid(), $1, nullif($2, ''), 'w') RETURNING id`, class, key).Scan(&id)
 	case "singletable":

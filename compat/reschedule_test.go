@@ -344,8 +344,8 @@ func TestRescheduleThenRealFailureTwoTable(t *testing.T) {
 INSERT INTO plainjobs_jobprocess (created_at, uuid, job_class, parameters, priority, source, queue, retries, retry_attempt, concurrency_key, started_at, job_request_uuid)
 SELECT created_at, gen_random_uuid(), job_class, parameters, priority, source, queue, retries, retry_attempt, concurrency_key, now(), uuid FROM r`)
 	}
-	run(`INSERT INTO plainjobs_jobrequest (created_at, uuid, job_class, parameters, source, retries, retry_attempt, concurrency_key)
-VALUES (now(), $1, 'Export', '{}', 'test', 3, 1, 'acct-7')`)
+	run(`INSERT INTO plainjobs_jobrequest (created_at, uuid, job_class, parameters, priority, source, queue, retries, retry_attempt, concurrency_key)
+VALUES (now(), $1, 'Export', '{}', 0, 'test', 'default', 3, 1, 'acct-7')`)
 	pickUp()
 
 	r, err := NewRescheduler(Pgx(pool), l, RescheduleOptions{})

@@ -18,6 +18,12 @@ import (
 // another sweeper at this moment.
 var ErrNotRetryable = errors.New("result is not retryable")
 
+// ErrRetryScope is returned by RetrySweep when its options name no class to
+// retry and do not ask for every class (RetryOptions.ClassNames, Classes,
+// AllClasses): a sweep never retries a class nobody gave it, so that it
+// cannot retry the results plain-jobs' own sweeper retries.
+var ErrRetryScope = errors.New("retry sweep without classes")
+
 // RetryableStatuses are the result statuses a retry sweep picks up (SPEC 4).
 var RetryableStatuses = []string{"ERRORED", "LOST", "CANCELLED"}
 
@@ -64,6 +70,33 @@ type RetryOptions struct {
 	// BatchSize is how many results a sweep locks and retries per
 	// transaction. Default 100.
 	BatchSize int
+	// ClassNames are job classes RetrySweep retries, beside the classes
+	// of Classes. A sweep retries only the classes it is given: with
+	// neither ClassNames nor Classes it returns ErrRetryScope, unless
+	// AllClasses is set. Leave the classes plain-jobs' Python workers run to
+	// plain-jobs' own sweeper, which locks no row: two sweepers on one
+	// result retry it twice (docs/runtime.md, "Go and Python writers").
+	// Retry, which names its result, ignores the scope.
+	ClassNames []string
+	// AllClasses makes RetrySweep retry every class's results: only where
+	// no other sweeper (plain-jobs' workers) retries results of the same
+	// tables.
+	AllClasses bool
+}
+
+// sweepClasses is the sweep's class filter: nil for every class.
+func (o RetryOptions) sweepClasses() ([]string, error) {
+	if o.AllClasses {
+		return nil, nil
+	}
+	classes := append([]string(nil), o.ClassNames...)
+	for c := range o.Classes {
+		classes = append(classes, c)
+	}
+	if len(classes) == 0 {
+		return nil, fmt.Errorf("compat: %w: name the classes this sweeper retries (RetryOptions.ClassNames or Classes), or set AllClasses when no other sweeper (plain-jobs' Python workers) retries results of these tables; nothing was retried", ErrRetryScope)
+	}
+	return classes, nil
 }
 
 // identity is the concurrency identity a retry of class with the stored
@@ -130,7 +163,9 @@ type failed struct {
 // retrySQL selects and locks retryable results. A sweeper skips rows another
 // sweeper holds, and re-checks retry_job_request_uuid under the row lock, so
 // two sweepers never retry one result twice.
-func (s *schema) retrySQL(byID bool) (string, error) {
+// A sweep (byID false) limited to classes takes them as its third
+// parameter.
+func (s *schema) retrySQL(byID, classes bool) (string, error) {
 	t := s.results
 	if s.l.SingleTable() || t == nil {
 		return "", fmt.Errorf("%w: retries need a two-table layout with a results table (--results-table)", ErrSchema)
@@ -169,6 +204,11 @@ func (s *schema) retrySQL(byID bool) (string, error) {
 	if !byID {
 		where = "id > $1"
 		tail = " ORDER BY id LIMIT $2"
+		if classes {
+			// A JSON array, which every driver passes as text (lib/pq
+			// takes no Go slice).
+			where += " AND " + layout.Ident(s.l.ClassColumn) + " = ANY (ARRAY(SELECT jsonb_array_elements_text($3::jsonb)))"
+		}
 	}
 	return "SELECT id, " + layout.Ident(s.l.ClassColumn) + "::text, " + layout.Ident(s.keyCol) + "::text, " + params + ", " + prio + ", " +
 		opt("queue", "text") + ", " + opt("source", "text") + ", retries, retry_attempt FROM " + s.l.Table(t.name) +
@@ -197,7 +237,7 @@ func scanFailed(rows Rows) ([]failed, error) {
 func (c *Client) Retry(ctx context.Context, resultID int64, o RetryOptions) (Result, error) {
 	var out Result
 	err := c.inTx(ctx, func(tx DB, s *schema) error {
-		q, err := s.retrySQL(true)
+		q, err := s.retrySQL(true, false)
 		if err != nil {
 			return err
 		}
@@ -222,11 +262,18 @@ func (c *Client) Retry(ctx context.Context, resultID int64, o RetryOptions) (Res
 	return out, err
 }
 
-// RetrySweep retries every retryable result, BatchSize at a time, each page
-// in its own transaction. Several sweepers may run at once: each locks the
-// rows it works on and skips the rows others hold.
+// RetrySweep retries every retryable result of the classes o names
+// (ClassNames and the classes of Classes; every class with AllClasses; with
+// none of them it returns ErrRetryScope), BatchSize at a time, each page in
+// its own transaction. Several RetrySweeps may run at once: each locks the
+// rows it works on and skips the rows others hold. plain-jobs' own sweeper
+// locks no row: give it and RetrySweep disjoint classes.
 func (c *Client) RetrySweep(ctx context.Context, o RetryOptions) (SweepReport, error) {
 	var rep SweepReport
+	classes, err := o.sweepClasses()
+	if err != nil {
+		return rep, err
+	}
 	size := o.BatchSize
 	if size <= 0 {
 		size = 100
@@ -235,11 +282,16 @@ func (c *Client) RetrySweep(ctx context.Context, o RetryOptions) (SweepReport, e
 	for {
 		var page []RetryOutcome
 		err := c.inTx(ctx, func(tx DB, s *schema) error {
-			q, err := s.retrySQL(false)
+			q, err := s.retrySQL(false, classes != nil)
 			if err != nil {
 				return err
 			}
-			rows, err := tx.Query(ctx, q, after, size)
+			args := []any{after, size}
+			if classes != nil {
+				names, _ := json.Marshal(classes) // strings always encode
+				args = append(args, string(names))
+			}
+			rows, err := tx.Query(ctx, q, args...)
 			if err != nil {
 				return err
 			}

@@ -209,7 +209,7 @@ const maxAcquireRounds = 8
 func (s *Slots) acquireSQL() string {
 	slots, limits, resched := s.l.Table(layout.SlotsTable), s.l.Table(layout.LimitsTable), s.l.Table(layout.ReschedulesTable)
 	return `WITH lim AS (
-    SELECT COALESCE((SELECT concurrency_limit FROM ` + limits + ` WHERE group_name = $1), $2::integer) AS n
+    SELECT COALESCE(` + overrideSQL(limits, "$1") + `, $2::integer) AS n
 ), free AS (
     SELECT s.slot FROM ` + slots + ` s
     WHERE s.group_name = $1 AND s.slot >= 0 AND s.slot < (SELECT n FROM lim)

@@ -57,6 +57,11 @@ type GroupStatus struct {
 	// OverrideReason is the operator's note.
 	Override       bool   `json:"override"`
 	OverrideReason string `json:"override_reason,omitempty"`
+	// Paused is true while the group's class is paused (Overrides.PauseClass):
+	// Limit is then 0, whatever the group's own override; PauseReason is the
+	// operator's note.
+	Paused      bool   `json:"paused"`
+	PauseReason string `json:"pause_reason,omitempty"`
 	// Active counts unexpired leases; OverLimit counts those at or above
 	// Limit.
 	Active    int `json:"active"`
@@ -128,7 +133,18 @@ func (s *Slots) status(ctx context.Context, groups []string) ([]GroupStatus, err
 	if groups != nil {
 		groupsArg = groups
 	}
-	rows, err := s.db.Query(ctx, `SELECT group_name, concurrency_limit, reason FROM `+s.l.Table(layout.LimitsTable)+` WHERE `+filter, groupsArg)
+	// The overrides, and the pauses of the groups' classes.
+	var limitsArg any
+	if groups != nil {
+		names := append([]string(nil), groups...)
+		for _, g := range groups {
+			class, _ := layout.SplitGroupName(g)
+			names = append(names, PauseName(class))
+		}
+		limitsArg = names
+	}
+	pauses := map[string]string{}
+	rows, err := s.db.Query(ctx, `SELECT group_name, concurrency_limit, reason FROM `+s.l.Table(layout.LimitsTable)+` WHERE `+filter, limitsArg)
 	if err != nil {
 		return nil, fmt.Errorf("read limit overrides: %w", s.explain(err))
 	}
@@ -138,6 +154,10 @@ func (s *Slots) status(ctx context.Context, groups []string) ([]GroupStatus, err
 		if err := rows.Scan(&g, &limit, &reason); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("read limit overrides: %w", err)
+		}
+		if class, ok := isPauseName(g); ok {
+			pauses[class] = reason
+			continue
 		}
 		st := get(g)
 		st.Limit, st.HasLimit, st.Override, st.OverrideReason = limit, true, true, reason
@@ -206,6 +226,10 @@ FROM `+s.l.Table(layout.SlotsTable)+` WHERE `+filter+` ORDER BY group_name, slot
 		for _, g := range groups {
 			get(g)
 		}
+	} else {
+		for class := range pauses {
+			get(class) // a paused class shows even with nothing else
+		}
 	}
 	if err := s.lockHolders(ctx, byName); err != nil {
 		return nil, err
@@ -216,6 +240,10 @@ FROM `+s.l.Table(layout.SlotsTable)+` WHERE `+filter+` ORDER BY group_name, slot
 			if n, ok := codeLimit[g]; ok {
 				st.Limit, st.HasLimit = n, true
 			}
+		}
+		class, _ := layout.SplitGroupName(g)
+		if reason, ok := pauses[class]; ok {
+			st.Paused, st.PauseReason, st.Limit, st.HasLimit = true, reason, 0, true
 		}
 		for i := range st.Slots {
 			sl := &st.Slots[i]

@@ -23,7 +23,7 @@ const (
 		`set_config('enable_sort', 'off', true), set_config('enable_incremental_sort', 'off', true), `
 	wantAdmit = `WITH c AS (
     SELECT min(l.n) AS lim, count(u.id) AS n, coalesce(string_agg(u.t || ':' || u.id::text, ','), '') AS holders
-    FROM (SELECT coalesce((SELECT concurrency_limit FROM "public"."concurrency_limits" WHERE group_name = $1), $2::integer) AS n OFFSET 0) l
+    FROM (SELECT coalesce((SELECT min(concurrency_limit) FROM "public"."concurrency_limits" WHERE group_name IN ($1, split_part($1, '::', 1) || '::')), $2::integer) AS n OFFSET 0) l
     LEFT JOIN LATERAL (
         (SELECT 'plainjobs_jobrequest' AS t, "id" AS id FROM "public"."plainjobs_jobrequest" WHERE "job_class" = ANY (ARRAY[$3::text]) AND "concurrency_key" >= $4 AND "concurrency_key" <= $4 ORDER BY "job_class", "concurrency_key" LIMIT coalesce(l.n, 0))
         UNION ALL
@@ -41,10 +41,10 @@ SELECT c.lim, c.n, c.holders, ins.r_id, ins.r_uuid FROM c LEFT JOIN ins ON true`
 	// A keyless job without a limit in code: the class's override decides
 	// the lock's mode, so the lock statement reads it and carries it to the
 	// count in a transaction-local setting.
-	wantCarryLock = wantGuard + `CASE WHEN s.o <> '' THEN pg_advisory_xact_lock($1)::text ELSE pg_advisory_xact_lock_shared($1)::text END FROM (SELECT set_config($3, coalesce((SELECT concurrency_limit::text FROM "public"."concurrency_limits" WHERE group_name = $2), ''), true) AS o OFFSET 0) s`
+	wantCarryLock = wantGuard + `CASE WHEN s.o <> '' THEN pg_advisory_xact_lock($1)::text ELSE pg_advisory_xact_lock_shared($1)::text END FROM (SELECT set_config($3, coalesce((SELECT min(concurrency_limit) FROM "public"."concurrency_limits" WHERE group_name IN ($2, split_part($2, '::', 1) || '::'))::text, ''), true) AS o OFFSET 0) s`
 	// A keyed job without a limit in code: the group's lock only when the
 	// group has an override.
-	wantKeyedCarryLock = wantGuard + `pg_advisory_xact_lock_shared($1)::text, CASE WHEN s.o <> '' THEN pg_advisory_xact_lock($2)::text END FROM (SELECT set_config($4, coalesce((SELECT concurrency_limit::text FROM "public"."concurrency_limits" WHERE group_name = $3), ''), true) AS o OFFSET 0) s`
+	wantKeyedCarryLock = wantGuard + `pg_advisory_xact_lock_shared($1)::text, CASE WHEN s.o <> '' THEN pg_advisory_xact_lock($2)::text END FROM (SELECT set_config($4, coalesce((SELECT min(concurrency_limit) FROM "public"."concurrency_limits" WHERE group_name IN ($3, split_part($3, '::', 1) || '::'))::text, ''), true) AS o OFFSET 0) s`
 )
 
 var (
@@ -58,10 +58,10 @@ var (
 	).Replace(wantAdmit)
 	// The carried forms read the setting in place of the table.
 	wantCarryAdmit = strings.Replace(wantClassWideAdmit,
-		`(SELECT concurrency_limit FROM "public"."concurrency_limits" WHERE group_name = $1)`,
+		`(SELECT min(concurrency_limit) FROM "public"."concurrency_limits" WHERE group_name IN ($1, split_part($1, '::', 1) || '::'))`,
 		`nullif(current_setting($1), '')::integer`, 1)
 	wantKeyedCarryAdmit = strings.Replace(wantAdmit,
-		`(SELECT concurrency_limit FROM "public"."concurrency_limits" WHERE group_name = $1)`,
+		`(SELECT min(concurrency_limit) FROM "public"."concurrency_limits" WHERE group_name IN ($1, split_part($1, '::', 1) || '::'))`,
 		`nullif(current_setting($1), '')::integer`, 1)
 )
 

@@ -16,6 +16,14 @@
 // CONCURRENTLY, attaches it as it was and renames the column back, and never
 // drops a table that holds operator data.
 //
+// Before any change, both read the catalog for everything that depends on
+// what they change (trigger and other functions naming the key column,
+// views, partitions, foreign keys and replica identities that need the
+// unique rule, ...; package migrations/internal/dependents, one file per
+// kind of object): an object PostgreSQL carries through the rename is a
+// note, one that would break the queue's next insert or stop the run
+// half-way is a refusal (a *PreflightError), which Plan lists too.
+//
 // Cancelling the context of Up, Down, Plan, Status or FilesFor ends the
 // call soon and leaves nothing running on the server: the statement in
 // progress is sent a cancel request (PostgreSQL's, the one psql sends on

@@ -28,42 +28,83 @@ func Down(ctx context.Context, databaseURL string, l layout.Layout, opts Options
 		return nil, err
 	}
 	defer r.close()
-	if rep.Before == Legacy {
+	findings, steps, err := r.downWork(ctx, in)
+	for _, f := range findings {
+		rep.Findings = append(rep.Findings, f)
+		r.printf("preflight %s\n", f)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(steps) == 0 {
 		rep.After = Legacy
 		r.printf("not migrated: nothing to roll back\n")
 		return rep, nil
+	}
+	if in.version != nil {
+		rep.Saved = in.version.saved
+	}
+	after, err := r.run(ctx, steps, rep, start)
+	if after != nil {
+		rep.KeptObjects = kept(ctx, r, after)
+		rep.Kept = keptLines(rep.KeptObjects)
+	}
+	if err != nil {
+		return rep, err
+	}
+	r.printKept(rep)
+	r.printf("%s\n", rep.Summary())
+	return rep, nil
+}
+
+func (r *runner) printKept(rep *Report) {
+	for _, k := range rep.Kept {
+		r.printf("kept %s\n", k)
+	}
+	if len(rep.KeptObjects) > 0 {
+		r.printf("the queue is rolled back; the runtime is not in use. Run 'migrate-unique down' again once they hold nothing, or 'migrate-unique down --drop-operator-data' to drop them with their rows now; 'migrate-unique up' migrates again and uses them\n")
+	}
+}
+
+// downWork is what Down does from in, for Down and PlanDown alike: the
+// findings beyond the preflight's, and the steps (none: nothing to roll
+// back), or a *DuplicatesError when groups break a saved unique rule. On a
+// legacy layout it is what an earlier down kept (runtime tables, the
+// skip-metadata column), dropped again.
+func (r *runner) downWork(ctx context.Context, in *inspection) ([]Finding, []step, error) {
+	if in.state() == Legacy {
+		if !in.runtimeLeft() {
+			return nil, nil, nil
+		}
+		steps, err := r.runtimeDownSteps(in)
+		return nil, steps, err
 	}
 	var saved []SavedUnique
 	if in.version != nil {
 		saved = in.version.saved
 	}
-	rep.Saved = saved
+	var fs []Finding
 	if len(saved) == 0 && in.needsRenameBack() {
-		f := Finding{Message: "no unique rule was saved for this layout (it was not migrated by this tool, or its cutover never ran): down renames the column back but restores no unique rule"}
-		rep.Findings = append(rep.Findings, f)
-		r.printf("preflight %s\n", f)
+		fs = append(fs, Finding{Kind: "no_saved_rule", Message: "no unique rule was saved for this layout (it was not migrated by this tool, or its cutover never ran): down renames the column back but restores no unique rule"})
 	}
 	if groups, err := scanDuplicates(ctx, r.conn, r.l, saved); err != nil {
-		return nil, err
+		return fs, nil, err
 	} else if len(groups) > 0 {
-		return nil, &DuplicatesError{Groups: groups}
+		return fs, nil, &DuplicatesError{Groups: groups}
 	}
 	steps, err := r.downSteps(in, saved)
-	if err != nil {
-		return nil, err
+	return fs, steps, err
+}
+
+// runtimeLeft reports runtime tables or the skip-metadata column left in
+// place by an earlier down.
+func (in *inspection) runtimeLeft() bool {
+	for _, t := range runtimeTables {
+		if in.runtime[t.name] {
+			return true
+		}
 	}
-	after, err := r.run(ctx, steps, rep, start)
-	if after != nil {
-		rep.Kept = kept(ctx, r, after)
-	}
-	if err != nil {
-		return rep, err
-	}
-	for _, k := range rep.Kept {
-		r.printf("kept %s\n", k)
-	}
-	r.printf("%s\n", rep.Summary())
-	return rep, nil
+	return in.skipColumn
 }
 
 // concurrentRebuild is the statement that rebuilds s without blocking
@@ -125,23 +166,60 @@ func (r *runner) downSteps(in *inspection, saved []SavedUnique) ([]step, error) 
 	}
 	steps = append(steps, back)
 	for _, ci := range ourIndexes(l) {
+		if isPlainJobs0007(l, ci.name) {
+			continue // renamed back by the cutover back, or dropped below
+		}
 		sql, err := dropIndexSQL(l, ci.name)
 		if err != nil {
 			return nil, err
 		}
 		st := step{name: "drop counting index " + layout.Ident(ci.name), table: l.Table(ci.table), lock: "SHARE UPDATE EXCLUSIVE (writers go on)", kind: stepConcurrent, sql: sql}
-		st.skip = "not built by up"
+		built := false
 		for _, ix := range in.ours() {
-			if ix.name == ci.name {
-				st.skip = ""
-			}
+			built = built || ix.name == ci.name
 		}
-		steps = append(steps, st)
+		if built {
+			// An index up never built (an equivalent one was reused, or
+			// the key sorts bytewise) is no step of down at all.
+			steps = append(steps, st)
+		}
 	}
-	if sql, err = render("runtime.down.sql.tmpl", d); err != nil {
+	if isPlainJobs(l) {
+		pj, err := plainJobsDownSteps(in)
+		if err != nil {
+			return nil, err
+		}
+		steps = append(steps, pj...)
+	}
+	rt, err := r.runtimeDownSteps(in)
+	if err != nil {
 		return nil, err
 	}
-	rt := step{name: "runtime tables (unless they hold operator data)", table: runtimeTableList(d), lock: "none on the queue", kind: stepTx, sql: sql, skip: "nothing to drop"}
+	steps = append(steps, rt...)
+	if sql, err = render("version_table.down.sql.tmpl", d); err != nil {
+		return nil, err
+	}
+	steps = append(steps, step{name: "version table", table: d.VersionTable, lock: "none on the queue", kind: stepTx, sql: sql})
+	return steps, nil
+}
+
+// runtimeDownSteps is the step that drops the runtime's tables and column,
+// keeping those that hold operator data unless DropOperatorData.
+func (r *runner) runtimeDownSteps(in *inspection) ([]step, error) {
+	d := newTmplData(in.l, r.opts.LockTimeout)
+	name := "runtime tables (unless they hold operator data)"
+	if r.opts.DropOperatorData {
+		name = "runtime tables, with their operator data (--drop-operator-data)"
+		for i := range d.RuntimeTables {
+			d.RuntimeTables[i].KeepWhen = ""
+		}
+		d.DropOperatorData = true
+	}
+	sql, err := render("runtime.down.sql.tmpl", d)
+	if err != nil {
+		return nil, err
+	}
+	rt := step{name: name, table: runtimeTableList(d), lock: "none on the queue", kind: stepTx, sql: sql, skip: "nothing to drop"}
 	for _, t := range runtimeTables {
 		if in.runtime[t.name] {
 			rt.skip = ""
@@ -153,17 +231,38 @@ func (r *runner) downSteps(in *inspection, saved []SavedUnique) ([]step, error) 
 		rt.exclusive = []string{d.SkipTable}
 		rt.skip = ""
 	}
-	steps = append(steps, rt)
-	if sql, err = render("version_table.down.sql.tmpl", d); err != nil {
-		return nil, err
+	return []step{rt}, nil
+}
+
+// KeptObject is a runtime table or column that down left in place because
+// it holds operator data.
+type KeptObject struct {
+	// Table is the quoted table; Column the column, or "" for the table.
+	Table  string `json:"table"`
+	Column string `json:"column"`
+	// Rows counts the rows that hold operator data.
+	Rows int64 `json:"rows"`
+	// Why says what the rows are and why down keeps them; Remove how to
+	// get rid of them.
+	Why    string `json:"why"`
+	Remove string `json:"remove"`
+}
+
+func keptLines(ks []KeptObject) []string {
+	var out []string
+	for _, k := range ks {
+		what := k.Table
+		if k.Column != "" {
+			what += "." + k.Column
+		}
+		out = append(out, fmt.Sprintf("%s: %s; %s", what, k.Why, k.Remove))
 	}
-	steps = append(steps, step{name: "version table", table: d.VersionTable, lock: "none on the queue", kind: stepTx, sql: sql})
-	return steps, nil
+	return out
 }
 
 // kept lists what down left in place because it holds operator data.
-func kept(ctx context.Context, r *runner, in *inspection) []string {
-	var out []string
+func kept(ctx context.Context, r *runner, in *inspection) []KeptObject {
+	var out []KeptObject
 	l := in.l
 	count := func(sql string) int64 {
 		var n int64
@@ -171,14 +270,35 @@ func kept(ctx context.Context, r *runner, in *inspection) []string {
 		return n
 	}
 	for _, rt := range runtimeTables {
-		if in.runtime[rt.name] && rt.keepWhen != "" {
-			out = append(out, fmt.Sprintf("%s: %d row(s) of operator data (%s); drop it yourself once they are no longer needed, or run down again",
-				l.Table(rt.name), count("SELECT count(*) FROM "+l.Table(rt.name)+" WHERE "+rt.keepWhen), rt.keepWhen))
+		if !in.runtime[rt.name] {
+			continue
 		}
+		t := l.Table(rt.name)
+		k := KeptObject{Table: t}
+		switch rt.name {
+		case layout.LimitsTable:
+			k.Rows = count("SELECT count(*) FROM " + t)
+			pauses := count("SELECT count(*) FROM " + t + " WHERE right(group_name, 2) = '::'")
+			k.Why = fmt.Sprintf("%d limit override(s) and class pause(s) (%d of them pauses) that operators set with 'concurrency set' and 'concurrency pause': down never drops an operator's decision on its own", k.Rows, pauses)
+			k.Remove = "clear them ('concurrency set GROUP --clear', 'concurrency resume CLASS') and run down again, or run 'down --drop-operator-data'"
+		case layout.SlotsTable:
+			k.Rows = count("SELECT count(*) FROM " + t + " WHERE expires_at > now()")
+			k.Why = fmt.Sprintf("%d live slot lease(s): jobs that run now under them (workers of the new runtime)", k.Rows)
+			k.Remove = "run down again once they have finished or their leases expired, or run 'down --drop-operator-data'"
+		default:
+			k.Rows = count("SELECT count(*) FROM " + t)
+			k.Why = fmt.Sprintf("%d row(s)", k.Rows)
+			k.Remove = "run down again"
+		}
+		out = append(out, k)
 	}
 	if in.skipColumn {
 		st := l.Table(l.SkipTable())
-		out = append(out, fmt.Sprintf("%s.%s: %d skip record(s) carry skip metadata; old binaries ignore the column", st, layout.Ident(layout.SkipMetadataColumn), count("SELECT count(*) FROM "+st+" WHERE "+layout.Ident(layout.SkipMetadataColumn)+" IS NOT NULL")))
+		k := KeptObject{Table: st, Column: layout.Ident(layout.SkipMetadataColumn),
+			Rows: count("SELECT count(*) FROM " + st + " WHERE " + layout.Ident(layout.SkipMetadataColumn) + " IS NOT NULL")}
+		k.Why = fmt.Sprintf("%d skip record(s) carry skip metadata (why a job was not enqueued); old binaries ignore the column", k.Rows)
+		k.Remove = "run 'down --drop-operator-data' to drop the column with that metadata (the records stay)"
+		out = append(out, k)
 	}
 	return out
 }

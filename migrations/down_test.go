@@ -23,12 +23,12 @@ func TestDownRefusesDuplicatesAndOnlyDuplicates(t *testing.T) {
 		want          []migrations.DuplicateGroup
 	}{{
 		s: legacy.PlainJobs,
-		allowed: `INSERT INTO plainjobs_jobrequest (created_at, uuid, job_class, source, retry_attempt, concurrency_key)
-SELECT now(), gen_random_uuid(), 'app.jobs.ChargeJob', 'test', a, 'shared' FROM generate_series(0, 3) a;
-INSERT INTO plainjobs_jobrequest (created_at, uuid, job_class, source, concurrency_key)
-SELECT now(), gen_random_uuid(), 'app.jobs.ChargeJob', 'test', '' FROM generate_series(1, 3)`,
-		dups: `INSERT INTO plainjobs_jobrequest (created_at, uuid, job_class, source, concurrency_key)
-SELECT now(), gen_random_uuid(), c, 'test', k FROM (VALUES ('app.jobs.SendEmail', 'dup-1'), ('app.jobs.SendEmail', 'dup-1'), ('app.jobs.SendEmail', 'dup-1'),
+		allowed: `INSERT INTO plainjobs_jobrequest (created_at, uuid, job_class, source, priority, queue, retries, retry_attempt, concurrency_key)
+SELECT now(), gen_random_uuid(), 'app.jobs.ChargeJob', 'test', 0, 'default', 3, a, 'shared' FROM generate_series(0, 3) a;
+INSERT INTO plainjobs_jobrequest (created_at, uuid, job_class, source, priority, queue, retries, retry_attempt, concurrency_key)
+SELECT now(), gen_random_uuid(), 'app.jobs.ChargeJob', 'test', 0, 'default', 0, 0, '' FROM generate_series(1, 3)`,
+		dups: `INSERT INTO plainjobs_jobrequest (created_at, uuid, job_class, source, priority, queue, retries, retry_attempt, concurrency_key)
+SELECT now(), gen_random_uuid(), c, 'test', 0, 'default', 0, 0, k FROM (VALUES ('app.jobs.SendEmail', 'dup-1'), ('app.jobs.SendEmail', 'dup-1'), ('app.jobs.SendEmail', 'dup-1'),
   ('app.jobs.BuildReport', 'dup-2'), ('app.jobs.BuildReport', 'dup-2')) v(c, k)`,
 		want: []migrations.DuplicateGroup{{Class: "app.jobs.SendEmail", Key: "dup-1", Count: 3}, {Class: "app.jobs.BuildReport", Key: "dup-2", Count: 2}},
 	}, {

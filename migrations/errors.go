@@ -14,12 +14,20 @@ var ErrStopped = errors.New("stopped by the StopAfterStep hook")
 var ErrBusy = errors.New("another migrate-unique run is working on this layout; wait for it to finish")
 
 // Finding is one preflight observation. Fatal findings stop the run before
-// any change.
+// any change. The CLI's --json prints it as is (docs/migration.md): a new
+// kind of finding is a new Kind value, never a new shape.
 type Finding struct {
 	// Fatal findings abort the run.
-	Fatal bool
+	Fatal bool `json:"fatal"`
+	// Kind names the check that found it, in a word or two
+	// ("long_transaction", "run_lock", ...); "" when the check has none.
+	Kind string `json:"kind"`
+	// Object names what it is about (a table, an index, a session), or "".
+	Object string `json:"object"`
 	// Message says what was found and what to do about it.
-	Message string
+	Message string `json:"message"`
+	// Action is the fix in a few words, or "" when Message says it.
+	Action string `json:"action"`
 }
 
 // String renders the finding as "refused: ..." or "note: ...".
@@ -91,12 +99,14 @@ func (e *NotFoundError) Error() string {
 // DuplicateGroup is a group that breaks the unique rule down would restore.
 type DuplicateGroup struct {
 	// Table and Index name the rule.
-	Table, Index string
+	Table string `json:"table"`
+	Index string `json:"index"`
 	// Class and Key are the group's class and key (Key is every key column
 	// joined with ", " when the rule has more than class and key).
-	Class, Key string
+	Class string `json:"class"`
+	Key   string `json:"key"`
 	// Count is the number of rows the group has under the rule.
-	Count int64
+	Count int64 `json:"count"`
 }
 
 // DuplicatesError is returned by Down when groups break the old unique

@@ -51,15 +51,17 @@ func ExampleFiles() {
 	}
 	// Output:
 	// 000001_version_table.up.sql
-	// 000002_drop_invalid_plainjobs_jobrequest_concurrency_key_idx.up.sql
-	// 000003_create_plainjobs_jobrequest_concurrency_key_idx.up.sql
-	// 000004_drop_invalid_plainjobs_jobprocess_concurrency_key_idx.up.sql
-	// 000005_create_plainjobs_jobprocess_concurrency_key_idx.up.sql
-	// 000006_cutover.up.sql
-	// 000007_unique_rule.up.sql
-	// 000008_runtime_tables.up.sql
-	// 000009_skip_column.up.sql
-	// 000010_analyze.up.sql
-	// 000011_duplicate_check.up.sql
-	// 000012_finish.up.sql
+	// 000002_drop_invalid_plainjobs_j_uuid_cd8cd3_idx.up.sql
+	// 000003_create_plainjobs_j_uuid_cd8cd3_idx.up.sql
+	// 000004_drop_invalid_plainjobs_j_uuid_c41c85_idx.up.sql
+	// 000005_create_plainjobs_j_uuid_c41c85_idx.up.sql
+	// 000006_drop_invalid_plainjobs_j_uuid_b33b4c_idx.up.sql
+	// 000007_create_plainjobs_j_uuid_b33b4c_idx.up.sql
+	// 000008_cutover.up.sql
+	// 000009_unique_rule.up.sql
+	// 000010_runtime_tables.up.sql
+	// 000011_skip_column.up.sql
+	// 000012_analyze.up.sql
+	// 000013_duplicate_check.up.sql
+	// 000014_finish.up.sql
 }

@@ -35,7 +35,7 @@ const plainJobsRebuild = `CREATE UNIQUE INDEX CONCURRENTLY plainjobs_jobrequest_
 const nothingToDo = "-- Nothing to do in this direction.\n"
 
 // Files renders the migration of l as golang-migrate files: file name (for
-// example 000003_create_plainjobs_jobrequest_concurrency_key_idx.up.sql) to
+// example 000003_create_plainjobs_j_uuid_cd8cd3_idx.up.sql) to
 // SQL. Every statement that involves CONCURRENTLY is alone in its file;
 // nothing uses x-multi-statement or x-statement-timeout. Every file that
 // takes an ACCESS EXCLUSIVE lock bounds its wait with a lock_timeout of
@@ -55,7 +55,7 @@ func Files(l layout.Layout) (map[string]string, error) {
 	if isPlainJobs(rl) {
 		rules = []rebuildRule{{comment: "plain-jobs' unique rule", definition: plainJobsRebuild}}
 	}
-	return files(rl, rules, nil)
+	return files(rl, rules, nil, nil)
 }
 
 // rebuildRule is a unique rule a down file rebuilds CONCURRENTLY.
@@ -69,8 +69,9 @@ type rebuildRule struct {
 // one file each, or nil when they are only known at run time (one file
 // rebuilds what the cutover saved, inside a transaction). prefix are the
 // prefix indexes the key column's collation needs (FilesFor knows it;
-// Files assumes a bytewise key column).
-func files(l layout.Resolved, rules []rebuildRule, prefix []countingIndex) (map[string]string, error) {
+// Files assumes a bytewise key column). in is the database FilesFor read,
+// nil for Files.
+func files(l layout.Resolved, rules []rebuildRule, prefix []countingIndex, in *inspection) (map[string]string, error) {
 	d := newTmplData(l, DefaultLockTimeout)
 	files := map[string]string{}
 	n := 0
@@ -89,7 +90,24 @@ func files(l layout.Resolved, rules []rebuildRule, prefix []countingIndex) (map[
 		return s
 	}
 	add("version_table", r("version_table.up.sql.tmpl", d), r("version_table.down.sql.tmpl", d))
-	for _, ci := range append(countingIndexes(l), prefix...) {
+	counting := countingIndexes(l)
+	if isPlainJobs(l) {
+		// plain-jobs' 0007 indexes: the uuid ones are built here; the key
+		// ones are plain-jobs' 0.37 indexes, renamed by the cutover file
+		// (Files assumes plain-jobs 0.37's schema; FilesFor builds one
+		// whose 0.37 index it does not find).
+		counting = nil
+		for _, pi := range plainJobsFileIndexes(in) {
+			dd := d
+			dd.Index = l.Table(pi.name)
+			drop := "-- An invalid leftover of an interrupted build would make the next file fail: drop it first.\n" + r("drop_index.sql.tmpl", dd)
+			add("drop_invalid_"+pi.name, drop, nothingToDo)
+			create := "-- plain-jobs 0.38's migration 0007 creates this index; built online here.\n" +
+				fmt.Sprintf("CREATE INDEX CONCURRENTLY %s ON %s (%s);\n", layout.Ident(pi.name), l.Table(pi.table), pi.columnsWith(layout.LegacyKeyColumn))
+			add("create_"+pi.name, create, r("drop_index.sql.tmpl", dd))
+		}
+	}
+	for _, ci := range append(counting, prefix...) {
 		dd := d
 		dd.Index = l.Table(ci.name)
 		drop := "-- An invalid leftover of an interrupted build would make the next file fail: drop it first.\n" + r("drop_index.sql.tmpl", dd)
@@ -139,7 +157,10 @@ func files(l layout.Resolved, rules []rebuildRule, prefix []countingIndex) (map[
 // catalog shows, rendered as the cutover will save them (with the key column
 // renamed). The files hold that snapshot: if a unique rule on the key is
 // added or dropped before up runs, write them again (the cutover back
-// refuses to finish while a saved rule is not rebuilt).
+// refuses to finish while a saved rule is not rebuilt). Like Up (Down, once
+// migrated) it refuses, with a *PreflightError, while an object around the
+// queue would break (see docs/migration.md, "What up checks around the
+// queue").
 func FilesFor(ctx context.Context, databaseURL string, l layout.Layout) (map[string]string, error) {
 	r, err := newRunner(ctx, databaseURL, l, Options{}, "sql")
 	if err != nil {
@@ -149,6 +170,17 @@ func FilesFor(ctx context.Context, databaseURL string, l layout.Layout) (map[str
 	in, _, err := r.preflight(ctx, "sql")
 	if err != nil {
 		return nil, err
+	}
+	// The files will run what up (or, once migrated, down) runs: refuse
+	// what those would refuse over, around the queue.
+	direction := "up"
+	if in.state() == Migrated {
+		direction = "down"
+	}
+	if deps, err := r.dependentFindings(ctx, in, direction); err != nil {
+		return nil, err
+	} else if hasFatal(deps) {
+		return nil, &PreflightError{Findings: deps}
 	}
 	rules := []rebuildRule{}
 	if in.version != nil && len(in.version.saved) > 0 {
@@ -182,7 +214,7 @@ func FilesFor(ctx context.Context, databaseURL string, l layout.Layout) (map[str
 			prefix = append(prefix, ci)
 		}
 	}
-	return files(r.l, rules, prefix)
+	return files(r.l, rules, prefix, in)
 }
 
 // renameKeyInIndexDef turns a unique index's pg_get_indexdef, read before

@@ -19,7 +19,7 @@ import (
 
 // A session holds a lock on the requests table for longer than the lock
 // timeout: up retries and succeeds once it lets go, and meanwhile writers
-// (which do not name the key column) never wait longer than the lock
+// (which follow the key column's rename) never wait longer than the lock
 // timeout. The bound is enforced by the server, not measured by the test:
 // every writer runs with lock_timeout = 2 x the migration's, so a longer wait
 // would fail its insert, and the test asserts that none failed.
@@ -78,14 +78,24 @@ func lockHolderCase(t *testing.T, late bool) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			keyCol := "unique_key"
 			for {
 				select {
 				case <-stop:
 					return
 				default:
 				}
-				_, err := conn.Exec(ctx, `INSERT INTO plainjobs_jobrequest (created_at, uuid, job_class, source) VALUES (now(), gen_random_uuid(), $1, 'writer')`,
+				// plain-jobs' tables have no column default: a writer names
+				// every NOT NULL column, the key column by the name it has
+				// (an old writer's statement fails once the cutover renamed
+				// it; this one follows, as the redeployed code does).
+				_, err := conn.Exec(ctx, `INSERT INTO plainjobs_jobrequest (created_at, uuid, job_class, source, priority, queue, retries, retry_attempt, `+keyCol+`)
+VALUES (now(), gen_random_uuid(), $1, 'writer', 0, 'default', 0, 0, '')`,
 					"app.jobs.Writer"+string(rune('A'+w)))
+				if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == "42703" && keyCol == "unique_key" {
+					keyCol = "concurrency_key"
+					continue
+				}
 				if err != nil {
 					failed.Add(1)
 					firstErr.CompareAndSwap(nil, err)
@@ -238,4 +248,37 @@ func TestPreflightRefusesALongIdleTransaction(t *testing.T) {
 	if d := before.diff(takeSnapshot(t, url, s.Layout)); d != "" {
 		t.Fatalf("a refused up changed the database:\n%s", d)
 	}
+}
+
+// A session that holds a lock on the same table in another database (a
+// copy made from the same template has the same relation oids) is not a
+// session on the queue: the preflight goes on.
+func TestPreflightIgnoresOtherDatabases(t *testing.T) {
+	ctx := context.Background()
+	s := legacy.PlainJobs
+	url, other := legacyDB(t, s), legacyDB(t, s)
+	tx, err := testdb.Connect(t, other).Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck
+	if _, err := tx.Exec(ctx, "SELECT 1 FROM plainjobs_jobrequest LIMIT 1"); err != nil {
+		t.Fatal(err)
+	}
+	var same bool
+	if err := testdb.Connect(t, url).QueryRow(ctx, "SELECT 'plainjobs_jobrequest'::regclass::oid = $1", relOID(t, other, "plainjobs_jobrequest")).Scan(&same); err != nil || !same {
+		t.Fatalf("the two copies of the template do not share the table's oid (%v): the test cannot show what it is about", err)
+	}
+	if _, err := migrations.Up(ctx, url, s.Layout, migrations.Options{LongTransaction: time.Nanosecond}); err != nil {
+		t.Fatalf("up with a long transaction in another database: %v", err)
+	}
+}
+
+func relOID(t *testing.T, url, table string) uint32 {
+	t.Helper()
+	var oid uint32
+	if err := testdb.Connect(t, url).QueryRow(context.Background(), "SELECT $1::regclass::oid", table).Scan(&oid); err != nil {
+		t.Fatal(err)
+	}
+	return oid
 }

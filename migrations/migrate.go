@@ -67,6 +67,15 @@ type Options struct {
 	StopAfterStep int
 	// Logger receives debug records of retries; nil discards them.
 	Logger *slog.Logger
+	// OnProgress receives an index build's progress every ProgressEvery
+	// (with or without Out), for a caller that renders it itself (the
+	// CLI's --json).
+	OnProgress func(Progress)
+	// DropOperatorData makes Down drop the runtime's tables and the
+	// skip-metadata column even while they hold operator data (limit
+	// overrides, class pauses, live slot leases, skip records), instead of
+	// keeping them.
+	DropOperatorData bool
 }
 
 func (o Options) withDefaults() Options {
@@ -127,8 +136,10 @@ type Report struct {
 	LongestLockStep string
 	// Saved lists the unique rules the cutover dropped (up) or restored (down).
 	Saved []SavedUnique
-	// Kept lists what down left in place because it holds operator data.
-	Kept []string
+	// Kept lists what down left in place because it holds operator data,
+	// one line each; KeptObjects says the same field by field.
+	Kept        []string
+	KeptObjects []KeptObject
 }
 
 // Summary is the one-line result: state, duration and longest lock.
@@ -455,6 +466,7 @@ func (r *runner) longHolder(ctx context.Context, tables []string) (*HolderError,
 	err := r.conn.QueryRow(ctx, `SELECT a.pid, lk.relation::regclass::text, lk.mode, extract(epoch FROM now() - a.xact_start)::float8, left(coalesce(a.query, ''), 120)
 FROM pg_locks lk JOIN pg_stat_activity a ON a.pid = lk.pid
 WHERE lk.granted AND lk.pid <> pg_backend_pid() AND lk.relation IN (SELECT unnest($1::text[])::regclass)
+  AND lk.database = (SELECT oid FROM pg_database WHERE datname = current_database())
   AND a.xact_start < now() - make_interval(secs => $2) AND NOT `+yieldingAutovacuum+`
 ORDER BY a.xact_start LIMIT 1`, tables, r.lockWait(1).Seconds()).Scan(&h.PID, &h.Table, &h.Mode, &age, &h.Query)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -518,7 +530,10 @@ func (r *runner) execute(ctx context.Context, steps []step, rep *Report) error {
 					return fmt.Errorf("before step %d (%s): %w", i+1, s.name, err)
 				}
 			}
-			r.printf("step %d/%d: %s ...\n", i+1, len(steps), s.name)
+			if r.opts.Terminal {
+				// Off a terminal the done line below is the step's one line.
+				r.printf("step %d/%d: %s ...\n", i+1, len(steps), s.name)
+			}
 			var err error
 			res.Attempts, res.LockHeld, err = r.runStep(ctx, s)
 			if err == nil && s.createsVersionTable {

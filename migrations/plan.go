@@ -2,6 +2,8 @@ package migrations
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/migrate-unique/migrate-unique/layout"
@@ -18,6 +20,9 @@ type PlannedStep struct {
 	// Rows and Bytes are the size of the queue tables it touches (row
 	// count from the planner's estimate).
 	Rows, Bytes int64
+	// RowsUnknown says that a table it touches was never analysed, so Rows
+	// leaves its rows out (the planner has no estimate).
+	RowsUnknown bool
 	// Skip says why the step has nothing to do, or "".
 	Skip string
 	// Concurrent steps run outside any transaction (CONCURRENTLY).
@@ -28,7 +33,7 @@ type PlannedStep struct {
 	Transaction bool
 }
 
-// PlanResult is what Plan found and what Up would do.
+// PlanResult is what Plan found and what Up (PlanDown: Down) would do.
 type PlanResult struct {
 	// State is the layout's current state.
 	State State
@@ -45,21 +50,41 @@ type PlanResult struct {
 // nothing. A fatal preflight finding is returned in PlanResult.Findings, not
 // as an error; a layout that is not found is a *NotFoundError.
 func Plan(ctx context.Context, databaseURL string, l layout.Layout) (*PlanResult, error) {
-	r, err := newRunner(ctx, databaseURL, l, Options{}, "plan")
+	return PlanWith(ctx, databaseURL, l, Options{})
+}
+
+// PlanWith is Plan under the options Up would run with: the preflight is
+// Up's (LongTransaction), and the steps' SQL is what Up runs
+// (LockTimeout), so a fatal finding here is a refusal of Up with the same
+// options.
+func PlanWith(ctx context.Context, databaseURL string, l layout.Layout, opts Options) (*PlanResult, error) {
+	return plan(ctx, databaseURL, l, opts, "up")
+}
+
+// PlanDown is Plan for Down: its preflight and its duplicate scan under the
+// options Down would run with (a group that breaks the saved unique rule
+// is a fatal finding of kind "duplicates"), and each step of Down. It
+// changes nothing.
+func PlanDown(ctx context.Context, databaseURL string, l layout.Layout, opts Options) (*PlanResult, error) {
+	return plan(ctx, databaseURL, l, opts, "down")
+}
+
+func plan(ctx context.Context, databaseURL string, l layout.Layout, opts Options, direction string) (*PlanResult, error) {
+	r, err := newRunner(ctx, databaseURL, l, opts, "plan")
 	if err != nil {
 		return nil, err
 	}
 	defer r.close()
 	res := &PlanResult{}
 	if r.pooler != nil {
-		res.Findings = append(res.Findings, Finding{Fatal: true, Message: r.pooler.Error()})
+		res.Findings = append(res.Findings, Finding{Fatal: true, Kind: "pooler", Message: r.pooler.Error(), Action: "connect directly to PostgreSQL"})
 	}
 	if h, err := r.holder(ctx); err != nil {
 		return nil, err
 	} else if h != nil {
-		res.Findings = append(res.Findings, Finding{Fatal: true, Message: h.Error()})
+		res.Findings = append(res.Findings, Finding{Fatal: true, Kind: "run_lock", Object: fmt.Sprintf("pid %d", h.PID), Message: h.Error()})
 	}
-	in, findings, err := r.preflight(ctx, "up")
+	in, findings, err := r.preflight(ctx, direction)
 	if pe, ok := err.(*PreflightError); ok {
 		res.Findings = append(res.Findings, pe.Findings...)
 		if in, err = inspect(ctx, r.conn, r.l); err != nil {
@@ -71,12 +96,26 @@ func Plan(ctx context.Context, databaseURL string, l layout.Layout) (*PlanResult
 		res.Findings = append(res.Findings, findings...)
 	}
 	res.State = in.state()
-	if res.State == Migrated && len(in.drift()) == 0 {
-		return res, nil
-	}
-	steps, err := upSteps(in, r.opts)
-	if err != nil {
-		return nil, err
+	var steps []step
+	if direction == "down" {
+		var more []Finding
+		more, steps, err = r.downWork(ctx, in)
+		res.Findings = append(res.Findings, more...)
+		var de *DuplicatesError
+		if errors.As(err, &de) {
+			res.Findings = append(res.Findings, Finding{Fatal: true, Kind: "duplicates", Message: de.Error(), Action: "let those jobs finish or delete them yourself; down never deletes a job"})
+			err = nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	} else {
+		if res.State == Migrated && len(in.drift()) == 0 {
+			return res, nil
+		}
+		if steps, err = upSteps(in, r.opts); err != nil {
+			return nil, err
+		}
 	}
 	for i, s := range steps {
 		ps := PlannedStep{Number: i + 1, Name: s.name, SQL: strings.TrimSpace(s.sql), Table: s.table, Lock: s.lock, Skip: s.skip, Concurrent: s.kind == stepConcurrent, Transaction: s.kind == stepTx}
@@ -84,6 +123,7 @@ func Plan(ctx context.Context, databaseURL string, l layout.Layout) (*PlanResult
 			if strings.Contains(s.table, r.l.Table(t.name)) {
 				ps.Rows += t.rows
 				ps.Bytes += t.bytes
+				ps.RowsUnknown = ps.RowsUnknown || t.rowsUnknown
 			}
 		}
 		res.Steps = append(res.Steps, ps)

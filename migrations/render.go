@@ -43,9 +43,16 @@ type tmplData struct {
 	RuntimeTables       []runtimeTableData
 	SkipTable           string
 	SkipColumn          string
+	// DropOperatorData drops the skip-metadata column even while it holds
+	// skip metadata.
+	DropOperatorData bool
 
 	// Rebuild template.
 	Definition string
+
+	// Renames are the index renames of the cutover (plain-jobs' 0007
+	// names; see plainjobs0007.go), undone by the cutover back.
+	Renames []indexRename
 }
 
 func newTmplData(l layout.Resolved, lockTimeout time.Duration) tmplData {
@@ -75,6 +82,7 @@ func newTmplData(l layout.Resolved, lockTimeout time.Duration) tmplData {
 	if t := l.SkipTable(); t != "" {
 		d.SkipTable = l.Table(t)
 	}
+	d.Renames = plainJobsRenames(l)
 	return d
 }
 
@@ -135,6 +143,11 @@ func countingIndexes(l layout.Resolved) []countingIndex {
 	var out []countingIndex
 	for _, t := range l.ActiveTables() {
 		ci := countingIndex{table: t, name: countingIndexName(t)}
+		if pi, ok := plainJobsCounting(t); ok && isPlainJobs(l) {
+			// plain-jobs' own (job_class, concurrency_key) index, under the
+			// name its 0007 gives it.
+			ci.name = pi.name
+		}
 		if l.SingleTable() {
 			ci.predicate = layout.Ident(l.StateColumn) + " IN " + l.StatesList()
 		}
@@ -155,7 +168,7 @@ func prefixIndexes(l layout.Resolved) []countingIndex {
 
 // ourIndexes are every index the migration may build on l's tables.
 func ourIndexes(l layout.Resolved) []countingIndex {
-	return append(countingIndexes(l), prefixIndexes(l)...)
+	return append(append(countingIndexes(l), prefixIndexes(l)...), plainJobsOurs(l)...)
 }
 
 func (ci countingIndex) createSQL(l layout.Resolved, keyColumn string) (string, error) {

@@ -102,12 +102,15 @@ func TestBackoffIsJitteredAndBounded(t *testing.T) {
 }
 
 func TestProgressRendering(t *testing.T) {
-	p := progress{phase: "building index: scanning table", blocksTotal: 200, blocksDone: 50}
-	if got := progressBar(p.fraction(), 10) + " " + p.describe(); got != "[##        ]  25% building index: scanning table (50/200 blocks)" {
+	p := Progress{Phase: "building index: scanning table", BlocksTotal: 200, BlocksDone: 50}
+	p.Fraction = p.fraction()
+	if got := progressBar(p.Fraction, 10) + " " + p.describe(); got != "[##        ]  25% building index: scanning table (50/200 blocks)" {
 		t.Fatalf("got %q", got)
 	}
-	w := progress{phase: "waiting for old snapshots", lockersTotal: 3, lockersDone: 1}
-	if got := w.describe(); !strings.Contains(got, "waiting for 2/3 older transactions") {
+	w := Progress{Phase: "waiting for old snapshots", LockersTotal: 3, LockersDone: 1,
+		WaitingFor: &Blocker{PID: 4242, State: "idle in transaction", TransactionAge: 7 * time.Second, Query: "SELECT 1"}}
+	want := `waiting for 2/3 older transactions): waiting for pid 4242, idle in transaction, in a transaction for 7s, last query "SELECT 1"; the build goes on when it ends (SELECT pg_terminate_backend(4242) ends it)`
+	if got := w.describe(); !strings.Contains(got, want) {
 		t.Fatalf("got %q", got)
 	}
 }

@@ -49,6 +49,14 @@ type StatusResult struct {
 	// Pooler is set when the connection goes through a pooler: status works
 	// there (it reads only), up and down refuse.
 	Pooler *PoolerError
+	// Kept lists, on a legacy layout, the runtime tables and column an
+	// earlier down kept because they held operator data.
+	Kept []KeptObject
+	// UpRefusals lists why up would refuse, from the checks of what depends
+	// on the key column (a partitioned queue, a trigger function naming the
+	// column, ...): then Next never says to run up. Empty when migrated
+	// without drift.
+	UpRefusals []string
 }
 
 // Status reports the layout's state, read-only.
@@ -69,7 +77,24 @@ func Status(ctx context.Context, databaseURL string, l layout.Layout) (*StatusRe
 	}
 	res := &StatusResult{State: in.state(), ToolVersion: version.Version, InvalidIndexes: in.invalidOurs(),
 		Direction: in.direction(), Stopped: in.stoppedRun(), Drift: in.drift(), Pooler: r.pooler}
+	if res.State != Migrated || len(res.Drift) > 0 {
+		deps, err := r.dependentFindings(ctx, in, "up")
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range deps {
+			if f.Fatal {
+				res.UpRefusals = append(res.UpRefusals, f.Message)
+			}
+		}
+	}
 	switch {
+	case len(res.UpRefusals) > 0 && res.Direction == "down":
+		res.Next = "run down again to finish it (up would refuse: run plan to see why)"
+	case len(res.UpRefusals) > 0 && res.State == PartlyMigrated:
+		res.Next = "up would refuse until what plan lists is dealt with (run plan to see it); or run down to roll back what the stopped run did"
+	case len(res.UpRefusals) > 0:
+		res.Next = "up would refuse: run plan to see why"
 	case res.Direction == "up":
 		res.Next = "run up again to finish it, or down to roll it back"
 	case res.Direction == "down":
@@ -78,6 +103,11 @@ func Status(ctx context.Context, databaseURL string, l layout.Layout) (*StatusRe
 		res.Next = "run up to repair the drift"
 	case res.State == PartlyMigrated:
 		res.Next = "run up to finish the migration, or down to roll it back"
+	case res.State == Legacy && in.runtimeLeft():
+		res.Next = "rolled back; down kept runtime data: run down again once it holds nothing, or down --drop-operator-data to drop it now (up migrates again and uses it)"
+	}
+	if res.State == Legacy && in.runtimeLeft() {
+		res.Kept = kept(ctx, r, in)
 	}
 	if res.Run, err = r.holder(ctx); err != nil {
 		return nil, err

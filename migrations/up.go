@@ -100,7 +100,19 @@ func upSteps(in *inspection, opts Options) ([]step, error) {
 		return nil, err
 	}
 	steps = append(steps, step{name: "version table", table: l.Table(layout.VersionTable), lock: "none on the queue", kind: stepTx, sql: sql, createsVersionTable: true})
+	if isPlainJobs(l) {
+		// plain-jobs' 0007 indexes, its two (job_class, key) ones the
+		// counting indexes (plainjobs0007.go).
+		pj, err := plainJobsIndexSteps(in)
+		if err != nil {
+			return nil, err
+		}
+		steps = append(steps, pj...)
+	}
 	for _, ci := range countingIndexes(l) {
+		if isPlainJobs(l) {
+			break // the steps above
+		}
 		t := in.table(ci.table)
 		sql, err := ci.createSQL(l, t.keyColumn())
 		if err != nil {
@@ -141,10 +153,20 @@ func upSteps(in *inspection, opts Options) ([]step, error) {
 	}
 	cut := step{name: "cutover: rename " + layout.LegacyKeyColumn + " to " + layout.KeyColumn + ", drop the unique rule", table: strings.Join(d.Tables, ", "),
 		lock: "ACCESS EXCLUSIVE (short)", kind: stepTx, sql: sql, exclusive: d.Tables}
+	if len(d.Renames) > 0 {
+		cut.name += ", rename plain-jobs' 0.37 key indexes to 0007's names"
+	}
 	if !in.needsCutover() {
 		cut.skip = "already done"
 	}
 	steps = append(steps, cut)
+	if isPlainJobs(l) {
+		leftovers, err := plainJobsLeftoverSteps(in)
+		if err != nil {
+			return nil, err
+		}
+		steps = append(steps, leftovers...)
+	}
 	if sql, err = render("runtime.up.sql.tmpl", d); err != nil {
 		return nil, err
 	}
@@ -176,6 +198,11 @@ func upSteps(in *inspection, opts Options) ([]step, error) {
 // needsCutover reports a table that still has the legacy key column or a
 // unique rule covering the key.
 func (in *inspection) needsCutover() bool {
+	for _, pi := range plainJobs0007Indexes {
+		if isPlainJobs(in.l) && in.renamedAtCutover(pi) {
+			return true
+		}
+	}
 	for _, t := range in.tables {
 		if t.columns[layout.LegacyKeyColumn] {
 			return true
@@ -230,6 +257,13 @@ func (r *runner) preflight(ctx context.Context, direction string) (*inspection, 
 		case !t.columns[layout.LegacyKeyColumn] && !t.columns[layout.KeyColumn]:
 			fatal("table %s has no key column %s (nor %s): is this the right table?", l.Table(t.name), layout.LegacyKeyColumn, layout.KeyColumn)
 		}
+	}
+	if !hasFatal(fs) && (direction == "up" || direction == "down") {
+		deps, err := r.dependentFindings(ctx, in, direction)
+		if err != nil {
+			return nil, nil, err
+		}
+		fs = append(fs, deps...)
 	}
 	if in.version != nil && in.version.state != "migrated" {
 		stopped := in.stoppedRun()

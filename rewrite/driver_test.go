@@ -561,3 +561,33 @@ func TestRewritePartOfTheModule(t *testing.T) {
 	}
 	m.checkUnchanged(t, before)
 }
+
+// TestRewriteNotNamed: with patterns naming part of the module, a file that
+// mentions the legacy API in a package the patterns leave out is reported
+// as outside the packages named (not-named), never as excluded by build
+// constraints; a file its constraints exclude from a named package is.
+func TestRewriteNotNamed(t *testing.T) {
+	m := extract(t, "rename.txtar")
+	opts := m.options(renamer(""))
+	opts.Patterns = []string{"./jobs/...", "./plain/..."}
+	opts.AllowTypeErrors = true // use.go, left out, calls the renamed method
+	res, err := rewrite.Plan(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, f := range res.Findings {
+		if f.Category == rewrite.CategoryNotLoaded || f.Category == rewrite.CategoryNotNamed {
+			rel, _ := filepath.Rel(m.dir, f.Position.Filename)
+			got[filepath.ToSlash(rel)] = f.Category
+		}
+	}
+	want := map[string]string{
+		"jobs/tagged.go": rewrite.CategoryNotLoaded, // a named package, its file behind a tag
+		"use/use.go":     rewrite.CategoryNotNamed,
+		"e2e/e2e.go":     rewrite.CategoryNotNamed, // the whole package behind a tag: either reason
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("findings of files no load included: %v, want %v", got, want)
+	}
+}

@@ -67,6 +67,12 @@ type Options struct {
 // unique_key, so it may need migrating.
 const CategoryNotLoaded = "not-loaded"
 
+// CategoryNotNamed is the category of a finding rewrite adds itself when
+// package patterns are given: a file of the main module, in a package no
+// load included (the patterns leave it out, or its build constraints
+// exclude the whole package), that mentions UniqueKey or unique_key.
+const CategoryNotNamed = "not-named"
+
 // Finding is one diagnostic of the analyzer, reported once however many
 // packages, test variants and tag sets saw it.
 type Finding struct {
@@ -259,7 +265,7 @@ func (p *planner) analyze(ctx context.Context, opts Options, patterns []string, 
 			return fmt.Errorf("%w: %s%s: %v", ErrNoPackages, strings.Join(patterns, " "), tagsSuffix(tags), pkg.Errors[0].Msg)
 		}
 	}
-	if problems := loadProblems(pkgs); len(problems) > 0 {
+	if problems := Causes(pkgs, p.moduleDir); len(problems) > 0 {
 		return &LoadError{Tags: tags, Problems: problems}
 	}
 	roots, err := p.mainModuleRoots(pkgs, patterns)
@@ -327,8 +333,14 @@ func (p *planner) reportNotLoaded(tags []string, patterns bool) error {
 		loads += " and with -tags " + strings.Join(tags, ", -tags ")
 	}
 	msg := "no load included this file (" + loads + "; its build constraints exclude it) and it mentions the legacy API: add a -tags list that includes it, or migrate it by hand"
-	if patterns {
-		msg = "no load included this file (" + loads + "; the package patterns leave it out, or its build constraints exclude it) and it mentions the legacy API: name its package too, add a -tags list that includes it, or migrate it by hand"
+	notNamedMsg := "no load included this file (" + loads + "; the package patterns leave its package out, or its build constraints exclude the whole package) and it mentions the legacy API: name its package too, add a -tags list that includes it, or migrate it by hand"
+	// A file beside files some load included is in a package the patterns
+	// named: its own build constraints left it out. A file of a directory
+	// no load included is in a package the patterns left out (or one its
+	// constraints exclude whole).
+	loadedDirs := map[string]bool{}
+	for f := range p.loaded {
+		loadedDirs[filepath.Dir(f)] = true
 	}
 	return filepath.WalkDir(p.moduleDir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -362,7 +374,11 @@ func (p *planner) reportNotLoaded(tags []string, patterns bool) error {
 		}
 		pos := token.Position{Filename: path, Offset: i, Line: bytes.Count(content[:i], []byte("\n")) + 1}
 		pos.Column = i - (bytes.LastIndexByte(content[:i], '\n') + 1) + 1
-		p.findings[findingKey{file: path, category: CategoryNotLoaded}] = &Finding{Position: pos, Category: CategoryNotLoaded, Message: msg}
+		category, why := CategoryNotLoaded, msg
+		if patterns && !loadedDirs[filepath.Dir(path)] {
+			category, why = CategoryNotNamed, notNamedMsg
+		}
+		p.findings[findingKey{file: path, category: category}] = &Finding{Position: pos, Category: category, Message: why}
 		return nil
 	})
 }

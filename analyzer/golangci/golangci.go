@@ -19,13 +19,18 @@ func init() {
 
 // Settings are the plugin's settings, read from
 // linters.settings.custom.migrateunique.settings in .golangci.yml. They
-// mean what the analyzer's -interface and -rename flags mean.
+// mean what the analyzer's -interface, -rename, -table and -all-sql flags
+// mean.
 type Settings struct {
 	// Interfaces names the legacy job interfaces exactly
 	// ("importpath.Name"); empty means the default detection.
 	Interfaces []string `json:"interfaces"`
 	// Renames maps "importpath.Old" to "New".
 	Renames map[string]string `json:"renames"`
+	// Tables are the queue layout's tables; empty means plain-jobs'.
+	Tables []string `json:"tables"`
+	// AllSQL reports SQL naming unique_key in every package.
+	AllSQL bool `json:"all-sql"`
 }
 
 // plugin is the golangci-lint plugin.
@@ -39,7 +44,7 @@ func New(settings any) (register.LinterPlugin, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s settings: %w", analyzer.Name, err)
 	}
-	a, err := analyzer.New(analyzer.Config{Interfaces: s.Interfaces, Renames: s.Renames})
+	a, err := analyzer.New(analyzer.Config{Interfaces: s.Interfaces, Renames: s.Renames, Tables: s.Tables, AllSQL: s.AllSQL})
 	if err != nil {
 		return nil, fmt.Errorf("%s settings: %w", analyzer.Name, err)
 	}

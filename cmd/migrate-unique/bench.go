@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	benchlint "github.com/migrate-unique/migrate-unique/cmd/migrate-unique/internal/bench/lint"
 	"github.com/migrate-unique/migrate-unique/cmd/migrate-unique/internal/bench/module"
 	"github.com/migrate-unique/migrate-unique/cmd/migrate-unique/internal/bench/rewrite"
 	"github.com/migrate-unique/migrate-unique/cmd/migrate-unique/internal/bench/slots"
@@ -28,6 +29,7 @@ var benches = map[string]func(ctx context.Context, e *env, args []string) error{
 	"slots":     runBenchSlots,
 	"vet":       runBenchVet,
 	"rewrite":   runBenchRewrite,
+	"lint":      runBenchLint,
 }
 
 func runBench(ctx context.Context, e *env, args []string) error {
@@ -100,6 +102,26 @@ func runBenchVet(ctx context.Context, e *env, args []string) error {
 		return fmt.Errorf("find this binary for -vettool: %w", err)
 	}
 	return vet.Run(ctx, vet.Options{Module: gen.options(), Runs: *runs, Tool: tool, Out: e.stdout})
+}
+
+// runBenchLint measures lint against go vet -vettool and rewrite -diff
+// over the same module, in the same run.
+func runBenchLint(ctx context.Context, e *env, args []string) error {
+	fs := newFlagSet(e, "bench lint", "bench lint [-module DIR | -packages 50 -jobs 2000 -layout importing|registered] [-runs 3]")
+	gen := addModuleFlags(fs)
+	dir := fs.String("module", "", "measure on this existing module (its root directory; copied first, never changed) instead of a generated one")
+	runs := fs.Int("runs", 3, "timed rounds after the warm-up, each with every package of the module changed")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *runs < 1 {
+		return &exitError{code: 2, err: fmt.Errorf("-runs %d: want at least 1", *runs)}
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find this binary: %w", err)
+	}
+	return benchlint.Run(ctx, benchlint.Options{Module: gen.options(), Dir: *dir, Runs: *runs, Self: self, Out: e.stdout})
 }
 
 // runBenchRewrite times `migrate-unique rewrite -w` over a generated module

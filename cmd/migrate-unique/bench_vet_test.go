@@ -40,13 +40,39 @@ func TestBenchUsage(t *testing.T) {
 		code int
 		want string
 	}{
-		{nil, 2, "Usage: migrate-unique bench admission|migration|rewrite|slots|vet [flags]"},
-		{[]string{"-h"}, 0, "Usage: migrate-unique bench admission|migration|rewrite|slots|vet [flags]"},
-		{[]string{"nosuch"}, 2, `unknown benchmark "nosuch"; choose one of admission, migration, rewrite, slots, vet`},
+		{nil, 2, "Usage: migrate-unique bench admission|lint|migration|rewrite|slots|vet [flags]"},
+		{[]string{"-h"}, 0, "Usage: migrate-unique bench admission|lint|migration|rewrite|slots|vet [flags]"},
+		{[]string{"nosuch"}, 2, `unknown benchmark "nosuch"; choose one of admission, lint, migration, rewrite, slots, vet`},
 	} {
 		code, out, errOut := runCLI(t, append([]string{"bench"}, tc.args...)...)
 		if code != tc.code || out != "" || !strings.Contains(errOut, tc.want) {
 			t.Errorf("bench %v: exit %d, stdout %q, stderr %q; want exit %d and %q", tc.args, code, out, errOut, tc.code, tc.want)
 		}
+	}
+}
+
+// TestBenchLint runs the lint benchmark, small: one round, the three tools
+// and plain go vet measured, each as a ratio to go vet -vettool, and lint
+// and the vet tool agreeing on the exit status. No figure is asserted.
+func TestBenchLint(t *testing.T) {
+	bin := buildTool(t)
+	out, code := runIn(t, t.TempDir(), bin, "bench", "lint", "-packages", "2", "-jobs", "4", "-runs", "1")
+	if code != 0 {
+		t.Fatalf("bench lint exited %d:\n%s", code, out)
+	}
+	for _, p := range []string{
+		`(?m)^lint benchmark: generated module: 2 packages, 4 job types`,
+		`(?m)^round 1: .*vet-tool \S+/\S+/\d+MiB`,
+		`(?m)^  go vet -vettool=migrate-unique \(baseline\) +\S+ +\S+ +\d+ MiB +1\.00 +1\.00$`,
+		`(?m)^  migrate-unique lint +\S+ +\S+ +\d+ MiB +[\d.]+ +[\d.]+$`,
+		`(?m)^  migrate-unique rewrite -diff +\S+ +\S+ +\d+ MiB +[\d.]+ +[\d.]+$`,
+		`(?m)^lint against go vet -vettool: [\d.]+x cpu, [\d.]+x peak memory \(target <= 1\.5\); both exit 1$`,
+	} {
+		if !regexp.MustCompile(p).MatchString(out) {
+			t.Errorf("output lacks %q:\n%s", p, out)
+		}
+	}
+	if out, code := runIn(t, t.TempDir(), bin, "bench", "lint", "-module", t.TempDir(), "-runs", "1"); code == 0 || !strings.Contains(out, "no go.mod there") {
+		t.Errorf("bench lint -module of a directory without go.mod: exit %d\n%s", code, out)
 	}
 }

@@ -2,15 +2,12 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"math"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 	"unicode/utf8"
 
@@ -24,17 +21,21 @@ import (
 
 // Owned by the execution issue: concurrency status | release | set.
 
-const concurrencyUsage = `concurrency status|release|set ...
+const concurrencyUsage = `concurrency status|release|set|pause|resume ...
 
-  concurrency status [GROUP] [--database URL] [--schema S] [--json]
-      every group (or one) with its limit, active slots, holders, expiries,
-      over-limit holders and most rescheduled waiting jobs
-  concurrency release GROUP SLOT --force [--database URL] [--schema S]
+  concurrency status [GROUP] [--database URL] [layout flags] [--json]
+      every group (or one) with its limit, queued and running jobs, slots
+      held, holders, expiries, over-limit holders, most rescheduled jobs
+      and paused classes
+  concurrency release GROUP SLOT --force [--database URL] [--schema S] [--json]
       free a stuck slot; its old holder's token stops working
-  concurrency set GROUP --limit N [--reason TEXT] [--force] [--database URL] [--schema S]
-  concurrency set GROUP --clear [--database URL] [--schema S]
+  concurrency set GROUP --limit N [--reason TEXT] [--force] [--database URL] [--schema S] [--json]
+  concurrency set GROUP --clear [--database URL] [--schema S] [--json]
       write or remove a limit override, used by admission and execution
-      alike; --limit 0 is the maintenance switch
+      alike; --limit 0 is the maintenance switch of one group
+  concurrency pause CLASS [--reason TEXT] [--database URL] [--schema S] [--json]
+  concurrency resume CLASS [--database URL] [--schema S] [--json]
+      stop (and start again) a whole class: its keyless group and every key
 
 A GROUP is a job class, or class::key.`
 
@@ -53,8 +54,12 @@ func runConcurrency(ctx context.Context, e *env, args []string) error {
 		return runConcurrencyRelease(ctx, e, args[1:])
 	case "set":
 		return runConcurrencySet(ctx, e, args[1:])
+	case "pause":
+		return runConcurrencyPause(ctx, e, args[1:])
+	case "resume":
+		return runConcurrencyResume(ctx, e, args[1:])
 	}
-	return &exitError{code: 2, err: fmt.Errorf("unknown subcommand %q; choose status, release or set", args[0])}
+	return &exitError{code: 2, err: fmt.Errorf("unknown subcommand %q; choose status, release, set, pause or resume", args[0])}
 }
 
 // concurrencyFlags are the flags every concurrency subcommand shares.
@@ -63,6 +68,17 @@ type concurrencyFlags struct {
 	usage    string
 	database *string
 	schema   *string
+	// layout is set for a command that reads the queue's tables too
+	// (status): its --schema is the layout's.
+	layout *layout.Flags
+}
+
+// newConcurrencyLayoutFlags is newConcurrencyFlags with the layout flags
+// of the migration commands, for a command that reads the queue's tables.
+func newConcurrencyLayoutFlags(e *env, name, usage string) *concurrencyFlags {
+	fs := newFlagSet(e, "concurrency "+name, usage)
+	lf := layout.RegisterFlags(fs)
+	return &concurrencyFlags{fs: fs, usage: usage, database: fs.String("database", "", databaseFlagUsage), schema: new(string), layout: lf}
 }
 
 func newConcurrencyFlags(e *env, name, usage string) *concurrencyFlags {
@@ -88,6 +104,9 @@ func (f *concurrencyFlags) parse(args []string, minArgs, maxArgs int) ([]string,
 		}
 		pos = append(pos, f.fs.Arg(0))
 		args = f.fs.Args()[1:]
+	}
+	if f.layout != nil {
+		*f.schema = f.fs.Lookup("schema").Value.String()
 	}
 	if len(pos) < minArgs || len(pos) > maxArgs {
 		return nil, &exitError{code: 2, err: fmt.Errorf("%d argument(s) given; usage: migrate-unique %s", len(pos), strings.SplitN(f.usage, "\n", 2)[0])}
@@ -129,139 +148,17 @@ func (f *concurrencyFlags) open(ctx context.Context) (*opened, error) {
 }
 
 // explain turns a database error into one that says what to do.
-func (f *concurrencyFlags) explain(url string, err error) error {
+func (f *concurrencyFlags) explain(ctx context.Context, db *opened, err error) error {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && (pgErr.Code == "42P01" || pgErr.Code == "3F000") {
 		// The server's error alone: the runtime's own wording of the same
 		// fix would say it twice.
-		return fmt.Errorf("the runtime tables (%s, %s, %s) are missing in schema %q; run 'migrate-unique up' first, or pass the right --schema: %w",
-			layout.SlotsTable, layout.LimitsTable, layout.ReschedulesTable, *f.schema, pgErr)
+		return fmt.Errorf("%s: %w", runtimeTablesState(ctx, db.conn, *f.schema), pgErr)
 	}
 	if errors.Is(err, compat.ErrSlotArgument) {
 		return &exitError{code: 2, err: err}
 	}
-	return pgurl.RedactError(url, err)
-}
-
-const concurrencyStatusUsage = `concurrency status [GROUP] [--database URL] [--schema S] [--json]
-
-Shows every group that has a slot, a limit override or a waiting job (or
-only GROUP): its limit (an override wins over the limit the holders' code
-asked for), active slots, each slot's holder job, worker, token and expiry,
-holders over a lowered limit, the most rescheduled waiting jobs, and the
-sessions that hold the group's admission lock now (pid, lock mode, state,
-transaction age, query start): what an enqueue that timed out waiting for
-the lock waited for.`
-
-func runConcurrencyStatus(ctx context.Context, e *env, args []string) error {
-	f := newConcurrencyFlags(e, "status", concurrencyStatusUsage)
-	asJSON := f.fs.Bool("json", false, "print one JSON object {\"groups\": [...]} instead of the table")
-	pos, err := f.parse(args, 0, 1)
-	if err != nil {
-		return err
-	}
-	if len(pos) == 1 {
-		if err := checkGroupName(pos[0]); err != nil {
-			return err
-		}
-	}
-	db, err := f.open(ctx)
-	if err != nil {
-		return err
-	}
-	defer db.close()
-	var groups []compat.GroupStatus
-	if len(pos) == 1 {
-		st, err := db.slots.Status(ctx, pos[0])
-		if err != nil {
-			return f.explain(db.url, err)
-		}
-		groups = []compat.GroupStatus{st}
-	} else if groups, err = db.slots.StatusAll(ctx); err != nil {
-		return f.explain(db.url, err)
-	}
-	if *asJSON {
-		b, err := json.Marshal(struct {
-			Groups []compat.GroupStatus `json:"groups"`
-		}{groups})
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(e.stdout, "%s\n", b)
-		return nil
-	}
-	printConcurrencyStatus(e.stdout, groups, time.Now())
-	return nil
-}
-
-func printConcurrencyStatus(w io.Writer, groups []compat.GroupStatus, now time.Time) {
-	if len(groups) == 0 {
-		fmt.Fprintln(w, "no group has a slot, a limit override or a waiting job")
-		return
-	}
-	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "GROUP\tLIMIT\tACTIVE\tOVER LIMIT\tWAITING")
-	for _, g := range groups {
-		limit := "-"
-		if g.HasLimit {
-			limit = strconv.Itoa(g.Limit)
-			if g.Override {
-				limit += " (override"
-				if g.OverrideReason != "" {
-					limit += ": " + g.OverrideReason
-				}
-				limit += ")"
-			}
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\n", escapeControl(g.Group), escapeControl(limit), g.Active, g.OverLimit, len(g.Waiting))
-	}
-	tw.Flush()
-	for _, g := range groups {
-		if len(g.Slots) == 0 && len(g.Waiting) == 0 && len(g.LockHolders) == 0 {
-			continue
-		}
-		fmt.Fprintf(w, "\n%s\n", escapeControl(g.Group))
-		tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
-		if len(g.Slots) > 0 {
-			fmt.Fprintln(tw, "  SLOT\tSTATE\tJOB\tWORKER\tTOKEN\tEXPIRES")
-		}
-		for _, sl := range g.Slots {
-			state, expires := "free", "-"
-			switch {
-			case sl.OverLimit:
-				state = "held, over limit"
-			case sl.Held:
-				state = "held"
-			case sl.Expired:
-				state = "expired"
-			}
-			if sl.ExpiresAt != nil {
-				expires = sl.ExpiresAt.UTC().Format(time.RFC3339) + " (" + relative(sl.ExpiresAt.Sub(now)) + ")"
-			}
-			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%d\t%s\n", sl.Slot, state, escapeControl(dash(sl.JobID)), escapeControl(dash(sl.WorkerID)), sl.Token, expires)
-		}
-		tw.Flush()
-		if len(g.LockHolders) > 0 {
-			tw = tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
-			fmt.Fprintln(tw, "  LOCK HOLDER PID\tMODE\tSTATE\tTRANSACTION AGE\tQUERY START")
-			for _, h := range g.LockHolders {
-				qs := "-"
-				if h.QueryStart != nil {
-					qs = h.QueryStart.UTC().Format(time.RFC3339)
-				}
-				fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\n", h.PID, h.Mode, dash(h.State), h.Age.Round(time.Second), qs)
-			}
-			tw.Flush()
-		}
-		if len(g.Waiting) > 0 {
-			tw = tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
-			fmt.Fprintln(tw, "  WAITING JOB\tRESCHEDULES\tWAITING SINCE")
-			for _, wj := range g.Waiting {
-				fmt.Fprintf(tw, "  %s\t%d\t%s\n", escapeControl(wj.JobID), wj.Reschedules, wj.FirstAt.UTC().Format(time.RFC3339))
-			}
-			tw.Flush()
-		}
-	}
+	return pgurl.RedactError(db.url, err)
 }
 
 func dash(s string) string {
@@ -279,20 +176,23 @@ func relative(d time.Duration) string {
 	return "in " + d.String()
 }
 
-const concurrencyReleaseUsage = `concurrency release GROUP SLOT --force [--database URL] [--schema S]
+const concurrencyReleaseUsage = `concurrency release GROUP SLOT --force [--database URL] [--schema S] [--json]
 
 Frees a stuck slot whatever its holder. The old holder's token stops
 working: its extend and release fail with a lost lease, and its worker
 cancels the job. Use it when a holder is known to be gone and its lease is
 too long to wait out.`
 
-func runConcurrencyRelease(ctx context.Context, e *env, args []string) error {
+func runConcurrencyRelease(ctx context.Context, e *env, args []string) (err error) {
 	f := newConcurrencyFlags(e, "release", concurrencyReleaseUsage)
 	force := f.fs.Bool("force", false, "required: confirms that the slot's holder may lose it while running")
+	j := newJSONChange(f.fs, "release")
 	pos, err := f.parse(args, 2, 2)
 	if err != nil {
 		return err
 	}
+	e = j.begin(e)
+	defer func() { err = j.finish(err) }()
 	if err := checkGroupName(pos[0]); err != nil {
 		return err
 	}
@@ -312,9 +212,16 @@ func runConcurrencyRelease(ctx context.Context, e *env, args []string) error {
 	}
 	defer db.close()
 	l, err := db.slots.ForceRelease(ctx, pos[0], slot)
-	if err != nil {
-		return f.explain(db.url, err)
+	if errors.Is(err, compat.ErrSlotArgument) {
+		// The arguments are checked above: what is left is a slot the
+		// group does not have, a fact about the database, not a usage
+		// error.
+		return fmt.Errorf("group %s has no slot %d; nothing was freed ('migrate-unique concurrency status %s' lists its slots)", strconv.Quote(pos[0]), slot, shellArg(pos[0]))
 	}
+	if err != nil {
+		return f.explain(ctx, db, err)
+	}
+	j.res.Group, j.res.Changed, j.res.Slot, j.res.JobID, j.res.WorkerID, j.res.Token = l.Group, true, l.Slot, l.JobID, l.WorkerID, l.Token
 	if l.JobID == "" {
 		fmt.Fprintf(e.stdout, "freed slot %d of group %s (it was not held)\n", l.Slot, escapeControl(l.Group))
 		return nil
@@ -323,7 +230,7 @@ func runConcurrencyRelease(ctx context.Context, e *env, args []string) error {
 	return nil
 }
 
-const concurrencySetUsage = `concurrency set GROUP --limit N [--reason TEXT] [--force] | --clear [--database URL] [--schema S]
+const concurrencySetUsage = `concurrency set GROUP --limit N [--reason TEXT] [--force] | --clear [--database URL] [--schema S] [--json]
 
 Writes (--limit) or removes (--clear) an operator override of a group's
 limit in concurrency_limits. The override wins over the code's limit for
@@ -336,16 +243,19 @@ GROUP is checked first: a name no job can have (an empty class or key around
 refused, and a group with no job, slot or override yet is refused unless
 --force is given, so that a misspelt group never takes the override.`
 
-func runConcurrencySet(ctx context.Context, e *env, args []string) error {
+func runConcurrencySet(ctx context.Context, e *env, args []string) (err error) {
 	f := newConcurrencyFlags(e, "set", concurrencySetUsage)
 	limit := f.fs.Int("limit", 0, "the group's new limit, 0 or more (0 runs and admits nothing)")
 	reason := f.fs.String("reason", "", "a note kept with the override, shown by status")
 	clearIt := f.fs.Bool("clear", false, "remove the override; the code's limit applies again")
 	force := f.fs.Bool("force", false, "set the override even though the group has no job, slot or override yet (checked to catch a misspelt group)")
+	j := newJSONChange(f.fs, "set")
 	pos, err := f.parse(args, 1, 1)
 	if err != nil {
 		return err
 	}
+	e = j.begin(e)
+	defer func() { err = j.finish(err) }()
 	limitSet := false
 	f.fs.Visit(func(fl *flag.Flag) { limitSet = limitSet || fl.Name == "limit" })
 	switch {
@@ -370,11 +280,13 @@ func runConcurrencySet(ctx context.Context, e *env, args []string) error {
 	}
 	defer db.close()
 	shown, overrides := escapeControl(group), db.slots.Overrides()
+	j.res.Group = group
 	if *clearIt {
 		had, err := overrides.ClearLimit(ctx, group)
 		if err != nil {
-			return f.explain(db.url, err)
+			return f.explain(ctx, db, err)
 		}
+		j.res.Command, j.res.Changed = "clear", had
 		if !had {
 			fmt.Fprintf(e.stdout, "group %s had no override; nothing changed\n", shown)
 			return nil
@@ -387,7 +299,7 @@ func runConcurrencySet(ctx context.Context, e *env, args []string) error {
 	}
 	known, err := groupKnown(ctx, db.conn, *f.schema, group)
 	if err != nil {
-		return f.explain(db.url, err)
+		return f.explain(ctx, db, err)
 	}
 	if !known {
 		msg := fmt.Sprintf("group %s has no job, no slot and no override in schema %s: is the name right? A group is a job class (as stored in the queue's class column) or class::key", strconv.Quote(group), strconv.Quote(*f.schema))
@@ -397,19 +309,23 @@ func runConcurrencySet(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintf(e.stderr, "warning: %s; setting it anyway (--force)\n", msg)
 	}
 	if err := overrides.SetLimit(ctx, group, *limit, *reason); err != nil {
-		return f.explain(db.url, err)
+		return f.explain(ctx, db, err)
 	}
+	j.res.Changed, j.res.Limit, j.res.Reason = true, limit, *reason
 	// The override is written: say so before anything else can fail.
 	fmt.Fprintf(e.stdout, "group %s: limit %d (override)", shown, *limit)
-	if *limit == 0 {
-		fmt.Fprint(e.stdout, "; nothing of this group is admitted or started")
+	if _, key := layout.SplitGroupName(group); *limit == 0 && key == "" {
+		fmt.Fprintf(e.stdout, "; the class's keyless jobs (group %s) are no longer admitted or started, its keyed groups (%s::KEY) go on: 'migrate-unique concurrency pause %s' stops the whole class", shown, shown, shellArg(group))
+	} else if *limit == 0 {
+		fmt.Fprint(e.stdout, "; no job of this group (this class and key) is admitted or started")
 	}
 	st, err := db.slots.Status(ctx, group)
 	if err != nil {
 		fmt.Fprintln(e.stdout)
-		fmt.Fprintf(e.stderr, "the override is written; reading the group's holders afterwards failed: %v\n", f.explain(db.url, err))
+		fmt.Fprintf(e.stderr, "the override is written; reading the group's holders afterwards failed: %v\n", f.explain(ctx, db, err))
 		return nil
 	}
+	j.res.HoldersOverLimit = &st.OverLimit
 	if st.OverLimit > 0 {
 		fmt.Fprintf(e.stdout, "; %d holder(s) over the new limit finish their jobs", st.OverLimit)
 	}

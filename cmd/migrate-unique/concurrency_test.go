@@ -69,7 +69,7 @@ func TestConcurrencyCommands(t *testing.T) {
 		t.Fatalf("status: %d %q", code, errOut)
 	}
 	for _, want := range []string{
-		"GROUP", "Mailer::acct-1  1 (override: smtp quota)  3       2",
+		"GROUP", "Mailer::acct-1  1 (override: smtp quota)  3           2           0",
 		"0     held              j1   host-a:41",
 		"1     held, over limit  j2",
 		"2     held, over limit  j3",
@@ -82,13 +82,11 @@ func TestConcurrencyCommands(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("status --json: %d %q", code, errOut)
 	}
-	var doc struct {
-		Groups []compat.GroupStatus `json:"groups"`
-	}
+	var doc statusJSON
 	if err := json.Unmarshal([]byte(out), &doc); err != nil {
 		t.Fatalf("status --json is not one JSON object: %v\n%s", err, out)
 	}
-	if len(doc.Groups) != 1 || doc.Groups[0].Limit != 1 || doc.Groups[0].Active != 3 || doc.Groups[0].OverLimit != 2 || doc.Groups[0].Slots[2].JobID != "j3" {
+	if len(doc.Groups) != 1 || *doc.Groups[0].Limit != 1 || doc.Groups[0].LimitSource != "override" || doc.Groups[0].SlotsHeld != 3 || doc.Groups[0].SlotsOverLimit != 2 || doc.Groups[0].Slots[2].JobID != "j3" {
 		t.Fatalf("status --json: %+v", doc)
 	}
 
@@ -105,7 +103,7 @@ func TestConcurrencyCommands(t *testing.T) {
 		t.Fatalf("the old holder's release after a forced release: %v, want ErrLeaseLost", err)
 	}
 	code, _, errOut = runCLI(t, "concurrency", "release", g, "9", "--force", "--database", url)
-	if code != 2 || !strings.Contains(errOut, `group "Mailer::acct-1" has no slot 9`) {
+	if code != 1 || !strings.Contains(errOut, `group "Mailer::acct-1" has no slot 9`) {
 		t.Fatalf("release of an unknown slot: %d %q", code, errOut)
 	}
 
@@ -124,7 +122,7 @@ func TestConcurrencyCommands(t *testing.T) {
 		t.Fatalf("maintenance switch on an unknown group without --force: %d %q %q", code, out, errOut)
 	}
 	code, out, errOut = runCLI(t, "concurrency", "set", "Export", "--limit", "0", "--force", "--database", url)
-	if code != 0 || !strings.Contains(out, "nothing of this group is admitted or started") || !strings.Contains(errOut, "warning: group \"Export\" has no job") {
+	if code != 0 || !strings.Contains(out, "the class's keyless jobs (group Export) are no longer admitted or started, its keyed groups (Export::KEY) go on: 'migrate-unique concurrency pause Export' stops the whole class") || !strings.Contains(errOut, "warning: group \"Export\" has no job") {
 		t.Fatalf("maintenance switch: %d %q %q", code, out, errOut)
 	}
 	if _, ok, err := s.Acquire(ctx, "Export", 5, "x", "w", time.Minute); ok || err != nil {
@@ -141,7 +139,7 @@ func TestConcurrencyBadInput(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"concurrency"}, 2, "Usage: migrate-unique concurrency status|release|set"},
+		{[]string{"concurrency"}, 2, "Usage: migrate-unique concurrency status|release|set|pause|resume"},
 		{[]string{"concurrency", "frob"}, 2, `unknown subcommand "frob"`},
 		{[]string{"concurrency", "set", "G", "--database", url}, 2, "give exactly one of --limit N and --clear"},
 		{[]string{"concurrency", "set", "G", "--limit", "2", "--clear", "--database", url}, 2, "give exactly one of --limit N and --clear"},
@@ -149,7 +147,7 @@ func TestConcurrencyBadInput(t *testing.T) {
 		{[]string{"concurrency", "set", "--limit", "2", "--database", url}, 2, "0 argument(s) given; usage: migrate-unique concurrency set GROUP"},
 		{[]string{"concurrency", "set", "", "--limit", "2", "--database", url}, 2, "the group name is empty"},
 		{[]string{"concurrency", "release", "G", "x", "--force", "--database", url}, 2, `slot "x": give a slot number from 0 to 2147483647`},
-		{[]string{"concurrency", "status", "--database", empty}, 1, `the runtime tables (concurrency_slots, concurrency_limits, concurrency_reschedules) are missing in schema "public"; run 'migrate-unique up' first, or pass the right --schema: ERROR: relation "public.concurrency_limits" does not exist`},
+		{[]string{"concurrency", "status", "--database", empty}, 1, `the runtime tables (concurrency_limits, concurrency_slots, concurrency_reschedules) are missing in schema "public": the queue is not migrated there; run 'migrate-unique up' first, or pass the right --schema: ERROR: relation "public.concurrency_limits" does not exist`},
 		{[]string{"concurrency", "status", "--database", "postgres://bob:s3cret@127.0.0.1:1/nope"}, 1, "connect to 127.0.0.1:1/nope"},
 	}
 	for _, tt := range tests {
@@ -160,9 +158,11 @@ func TestConcurrencyBadInput(t *testing.T) {
 	}
 	// -h documents every flag of every subcommand.
 	for sub, flags := range map[string][]string{
-		"status":  {"-database", "-schema", "-json"},
-		"release": {"-database", "-schema", "-force"},
-		"set":     {"-database", "-schema", "-limit", "-reason", "-clear", "-force"},
+		"status":  {"-database", "-schema", "-json", "-requests-table", "-jobs-table", "-active-states"},
+		"pause":   {"-database", "-schema", "-reason", "-json"},
+		"resume":  {"-database", "-schema", "-json"},
+		"release": {"-database", "-schema", "-force", "-json"},
+		"set":     {"-database", "-schema", "-limit", "-reason", "-clear", "-force", "-json"},
 	} {
 		code, _, errOut := runCLI(t, "concurrency", sub, "-h")
 		if code != 0 {
@@ -330,7 +330,7 @@ func TestConcurrencyCommandsThroughPgBouncer(t *testing.T) {
 		} {
 			code, out, errOut := runCLI(t, append(c.args, "--database", pooled)...)
 			if c.want == "" { // release of a free slot: the group has no slot 1
-				if code != 2 || !strings.Contains(errOut, "has no slot 1") {
+				if code != 1 || !strings.Contains(errOut, "has no slot 1") {
 					t.Errorf("round %d: %v: exit %d, %q %q", i, c.args, code, out, errOut)
 				}
 				continue

@@ -50,6 +50,8 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 		Keep:        *keep,
 		Out:         e.stdout,
 		Terminal:    e.isTerminal,
-		PrintStatus: func(w io.Writer, groups []compat.GroupStatus) { printConcurrencyStatus(w, groups, time.Now()) },
+		PrintStatus: func(w io.Writer, groups []compat.GroupStatus) {
+			printConcurrencyStatus(w, statusOf(groups, nil), time.Now())
+		},
 	})
 }

@@ -54,8 +54,8 @@ func TestDemoEndToEnd(t *testing.T) {
 		`the old rule, one pending job per key: CREATE UNIQUE INDEX plainjobs_jobrequest_unique_job_class_key .*WHERE \(\(retry_attempt = 0\)`)
 	wantLines(t, 2, stepOutput(t, out, 2),
 		`plan: state legacy; up would run \d+ of \d+ steps:`,
-		`^    2\. counting index on "public"\."plainjobs_jobrequest": SHARE UPDATE EXCLUSIVE`,
-		`^    step 2/\d+: counting index on "public"\."plainjobs_jobrequest": done in`,
+		`^    7\. plain-jobs 0007 index "job_request_concurrency_key" on "public"\."plainjobs_jobrequest": SHARE UPDATE EXCLUSIVE`,
+		`^    step 7/\d+: plain-jobs 0007 index "job_request_concurrency_key" on "public"\."plainjobs_jobrequest": done in`,
 		`^    up: legacy -> migrated in`,
 		`figures from up's report: \S+ in all, longest lock \S+ \(cutover`,
 		`rows before and after: 2600 and 2600$`)

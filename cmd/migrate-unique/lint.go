@@ -59,13 +59,16 @@ type lintFinding struct {
 	Message string `json:"message"`
 }
 
-const lintUsage = `lint [-json] [-interface importpath.Name]... [-rename importpath.Old=New]... [-tags list] [-test=false] [packages]
+const lintUsage = `lint [-json] [-interface importpath.Name]... [-rename importpath.Old=New]... [-tags list] [-test=false] [-table name]... [-all-sql] [packages]
 
 Reports legacy unique-key job code in the packages (package patterns, or
 paths of .go files naming their packages; default: the whole module, or
 every module of the go.work workspace from its directory), deciding which
-types are jobs over everything it loads, as rewrite does. Exit status: 0 no
-findings, 1 findings, 2 bad usage or packages that do not load.
+types are jobs over everything it loads, as rewrite does. SQL text is
+reported only where it can concern the queue (the layout's tables, -table,
+or packages with legacy jobs; -all-sql: everywhere). Exit status: 0 no
+findings, 1 findings, 2 bad usage or packages that do not load (their root
+causes are listed).
 Finding codes:
 ` // the codes are appended by lintHelp
 
@@ -113,7 +116,7 @@ func runLint(ctx context.Context, e *env, args []string) error {
 			}
 		}
 		if len(findings) > 0 {
-			fmt.Fprintf(e.stderr, "%d findings, %d with a fix (apply them with 'migrate-unique rewrite -w' or 'go fix -fixtool')\n", len(findings), fixable)
+			fmt.Fprintf(e.stderr, "%s, %d with a fix (apply them with 'migrate-unique rewrite -w' or 'go fix -fixtool')\n", counted(len(findings), "finding", "findings"), fixable)
 		}
 	}
 	if len(findings) > 0 {
@@ -122,7 +125,7 @@ func runLint(ctx context.Context, e *env, args []string) error {
 	return nil
 }
 
-// analyzerFlags registers -interface and -rename, as lint and rewrite both
+// analyzerFlags registers -interface, -rename, -table and -all-sql, as lint and rewrite both
 // take them: repeatable, each value a comma-separated list, like the
 // analyzer's own flags under go vet. The names are checked by analyzer.New.
 func analyzerFlags(fs *flag.FlagSet) *analyzer.Config {
@@ -151,8 +154,23 @@ func analyzerFlags(fs *flag.FlagSet) *analyzer.Config {
 		}
 		return nil
 	})
+	fs.Func("table", "a table of the queue's layout, `name` or schema.name (repeatable or comma-separated; default plain-jobs' tables): SQL naming it and unique_key is reported in any package", func(v string) error {
+		for _, name := range strings.Split(v, ",") {
+			if name = strings.TrimSpace(name); name != "" {
+				cfg.Tables = append(cfg.Tables, name)
+			}
+		}
+		return nil
+	})
+	fs.BoolVar(&cfg.AllSQL, "all-sql", false, "report SQL naming unique_key in every package, whatever its table (default: SQL naming the layout's tables, or in packages with legacy jobs)")
 	return cfg
 }
+
+// lintMode loads the named packages from source and their dependencies
+// (other modules, the standard library, packages of the module left out)
+// from the go command's export data, as go vet and rewrite do: lint costs
+// what go vet costs, not a type check of the whole dependency graph.
+const lintMode = packages.LoadSyntax | packages.NeedModule
 
 // lint loads the packages (arguments as rewrite reads them) and returns the
 // findings of the analyzer, configured by ac and given the load's job
@@ -164,34 +182,43 @@ func lint(ctx context.Context, ac analyzer.Config, tags string, tests bool, args
 		return nil, err
 	}
 	patterns := target.Patterns
-	cfg := &packages.Config{
-		Context: ctx,
-		Mode: packages.NeedName | packages.NeedFiles | packages.NeedCompiledGoFiles | packages.NeedImports |
-			packages.NeedTypes | packages.NeedTypesSizes | packages.NeedSyntax | packages.NeedTypesInfo |
-			packages.NeedDeps | packages.NeedModule,
-		Tests: tests,
-	}
+	cfg := &packages.Config{Context: ctx, Mode: lintMode, Tests: tests, ParseFile: rewrite.ParseFile}
 	if len(args) == 0 {
 		cfg.Dir = target.Root // the whole module, from any directory of it
 	}
 	if tags != "" {
 		cfg.BuildFlags = []string{"-tags=" + tags}
 	}
-	pkgs, err := packages.Load(cfg, patterns...)
-	if err != nil {
-		return nil, fmt.Errorf("load %s: %w", strings.Join(patterns, " "), err)
-	}
-	var loadErrs []string
-	packages.Visit(pkgs, nil, func(p *packages.Package) {
-		for _, err := range p.Errors {
-			loadErrs = append(loadErrs, err.Error())
+	load := func(patterns []string) ([]*packages.Package, error) {
+		pkgs, err := packages.Load(cfg, patterns...)
+		if err != nil {
+			return nil, fmt.Errorf("load %s: %w", strings.Join(patterns, " "), err)
 		}
-	})
-	if len(loadErrs) > 0 {
-		return nil, fmt.Errorf("packages do not load (fix the build first):\n\t%s", strings.Join(loadErrs, "\n\t"))
+		if problems := rewrite.Causes(pkgs, target.Root); len(problems) > 0 {
+			return nil, &rewrite.LoadError{Tags: tags, Problems: problems}
+		}
+		return pkgs, nil
+	}
+	pkgs, err := load(patterns)
+	if err != nil {
+		return nil, err
 	}
 	if len(pkgs) == 0 {
 		return nil, fmt.Errorf("no packages match %s", strings.Join(patterns, " "))
+	}
+	named := make(map[string]bool, len(pkgs))
+	for _, p := range pkgs {
+		named[p.ID] = true
+	}
+	// Packages of the run's modules that the named ones import but the
+	// patterns leave out came from export data, without the syntax their
+	// analysis needs to say which of their methods migrate (the call sites
+	// in the named packages depend on it): load them from source too, and
+	// report the named packages only.
+	if more := unnamedOwnDeps(pkgs, named); len(more) > 0 {
+		if pkgs, err = load(append(append([]string(nil), patterns...), more...)); err != nil {
+			return nil, err
+		}
 	}
 	a, err := ac.ForProgram(pkgs)
 	if err != nil {
@@ -202,9 +229,16 @@ func lint(ctx context.Context, ac analyzer.Config, tags string, tests bool, args
 		return nil, err
 	}
 	wd, _ := os.Getwd()
+	type located struct {
+		lintFinding
+		abs string
+	}
 	seen := map[string]bool{}
-	var findings []lintFinding
+	var found []located
 	for _, act := range graph.Roots {
+		if !named[act.Package.ID] {
+			continue
+		}
 		if act.Err != nil {
 			return nil, fmt.Errorf("analyse %s: %w", act.Package.PkgPath, act.Err)
 		}
@@ -215,25 +249,66 @@ func lint(ctx context.Context, ac analyzer.Config, tags string, tests bool, args
 				continue
 			}
 			seen[key] = true
-			file := pos.Filename
-			if rel, err := filepath.Rel(wd, file); err == nil && !strings.HasPrefix(rel, "..") {
-				file = rel
-			}
-			findings = append(findings, lintFinding{
+			found = append(found, located{lintFinding{
 				Package: strings.TrimSuffix(act.Package.PkgPath, "_test"),
-				File:    file, Line: pos.Line, Column: pos.Column,
+				File:    displayPath(wd, pos.Filename), Line: pos.Line, Column: pos.Column,
 				Code: d.Category, Fixable: len(d.SuggestedFixes) > 0, Message: d.Message,
-			})
+			}, pos.Filename})
 		}
 	}
-	sort.SliceStable(findings, func(i, j int) bool {
-		if findings[i].File != findings[j].File {
-			return findings[i].File < findings[j].File
+	// Sorted on the absolute paths: the shown ones may climb out of the
+	// current directory (../queue/queue.go) and sort differently.
+	sort.SliceStable(found, func(i, j int) bool {
+		if found[i].abs != found[j].abs {
+			return found[i].abs < found[j].abs
 		}
-		if findings[i].Line != findings[j].Line {
-			return findings[i].Line < findings[j].Line
+		if found[i].Line != found[j].Line {
+			return found[i].Line < found[j].Line
 		}
-		return findings[i].Column < findings[j].Column
+		return found[i].Column < found[j].Column
 	})
+	findings := make([]lintFinding, len(found))
+	for i, f := range found {
+		findings[i] = f.lintFinding
+	}
 	return findings, nil
+}
+
+// unnamedOwnDeps lists the packages of the run's own modules (no module
+// version) that the named packages import, directly or not, and that are
+// not named themselves.
+func unnamedOwnDeps(pkgs []*packages.Package, named map[string]bool) []string {
+	// A package named under one ID counts as named under all: a test's
+	// recompiled copy of a named package ("x [y.test]") is left to export
+	// data, its files being analysed in the package named.
+	seen := map[string]bool{}
+	for _, p := range pkgs {
+		seen[p.PkgPath] = true
+	}
+	var out []string
+	packages.Visit(pkgs, nil, func(p *packages.Package) {
+		if named[p.ID] || p.Module == nil || p.Module.Version != "" || p.PkgPath == "" || seen[p.PkgPath] {
+			return
+		}
+		if strings.HasSuffix(p.PkgPath, ".test") || strings.HasSuffix(p.PkgPath, "_test") {
+			return
+		}
+		seen[p.PkgPath] = true
+		out = append(out, p.PkgPath)
+	})
+	sort.Strings(out)
+	return out
+}
+
+// displayPath shows a finding's file relative to the current directory,
+// climbing out of it when the file is elsewhere in the module (as the go
+// command shows paths), so every line of the output has the same form.
+func displayPath(wd, file string) string {
+	if wd == "" {
+		return file
+	}
+	if rel, err := filepath.Rel(wd, file); err == nil {
+		return rel
+	}
+	return file
 }

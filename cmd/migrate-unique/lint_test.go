@@ -360,7 +360,9 @@ func TestLintReportsUnfixable(t *testing.T) {
 		t.Errorf("go vet -vettool: exit %d, want %d findings\n%s", code, len(want), vet)
 	}
 	// -interface replaces the default detection: legacy.Job is no longer a
-	// job interface, so only the findings that need no job remain.
+	// job interface, so only the findings that need no job remain (the SQL
+	// on a table "jobs" is no longer in a package with legacy jobs, and
+	// jobs is not one of the layout's tables: it goes too).
 	out, code = runIn(t, dir, bin, "lint", "-json", "-interface", "example.com/unfixable/legacy.Other", "./...")
 	findings = nil
 	if err := json.Unmarshal([]byte(out), &findings); err != nil || code != 1 {
@@ -371,10 +373,16 @@ func TestLintReportsUnfixable(t *testing.T) {
 		codes = append(codes, f.Code)
 	}
 	sort.Strings(codes)
-	if got := strings.Join(codes, " "); got != "directive sql unique-violation" {
+	if got := strings.Join(codes, " "); got != "directive unique-violation" {
 		t.Errorf("lint -interface: codes %q\n%s", got, out)
 	}
 
+	// -table names the layout's tables: SQL naming one of them and
+	// unique_key is reported in any package, jobs or not.
+	if out, code := runIn(t, dir, bin, "lint", "-interface", "example.com/unfixable/legacy.Other", "-table", "public.jobs", "./..."); code != 1 ||
+		!strings.Contains(out, "legacy/legacy.go:22:21: [sql] string names the unique_key column") {
+		t.Errorf("lint -interface -table: exit %d\n%s", code, out)
+	}
 	if out, code := runIn(t, dir, bin, "lint", "-interface", "nodot", "./..."); code != 2 || !strings.Contains(out, "want importpath.Name") {
 		t.Errorf("lint -interface nodot: exit %d\n%s", code, out)
 	}

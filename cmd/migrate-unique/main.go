@@ -7,6 +7,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -180,13 +181,20 @@ var emptyAllowed = map[string]bool{"reason": true, "tags": true}
 // is a usage error too: a script that passes an unset variable
 // (--schema "$SCHEMA") must not get the default instead.
 func parseFlags(fs *flag.FlagSet, args []string) error {
+	// The flag package prints the whole usage after a bad flag: keep it for
+	// -h only, and say the one thing that is wrong otherwise.
+	out := fs.Output()
+	var buf bytes.Buffer
+	fs.SetOutput(&buf)
 	err := fs.Parse(args)
+	fs.SetOutput(out)
 	switch {
 	case err == nil:
 	case errors.Is(err, flag.ErrHelp):
+		_, _ = out.Write(buf.Bytes())
 		return err
 	default:
-		return &exitError{code: 2}
+		return &exitError{code: 2, err: fmt.Errorf("%v; run 'migrate-unique %s -h' for its flags", err, fs.Name())}
 	}
 	var empty error
 	fs.Visit(func(f *flag.Flag) {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -26,12 +25,27 @@ type migrateFlags struct {
 	lockTimeout *time.Duration
 	maxAttempts *int
 	longTx      *time.Duration
+	// json, summary (plan) and dropOperatorData (down) are nil where the
+	// command has no such flag.
+	json             *bool
+	summary          *bool
+	down             *bool
+	dropOperatorData *bool
 }
 
 func parseMigrateFlags(e *env, name, usage string, args []string, run bool) (*migrateFlags, error) {
 	fs := newFlagSet(e, name, usage)
 	f := &migrateFlags{layout: layout.RegisterFlags(fs)}
 	f.database = fs.String("database", "", databaseFlagUsage)
+	f.json = fs.Bool("json", false, "print one JSON object on stdout instead of text (schema in docs/migration.md); up and down print progress as JSON lines on stderr; the exit status is the same")
+	switch name {
+	case "plan":
+		f.summary = fs.Bool("summary", false, "one line a step (no SQL)")
+		f.down = fs.Bool("down", false, "plan down instead of up: down's preflight, its duplicate scan and its steps (exit 1 when down would refuse)")
+	}
+	if name == "down" || name == "plan" {
+		f.dropOperatorData = fs.Bool("drop-operator-data", false, "drop the runtime's tables and the skip-metadata column even while they hold operator data (limit overrides, class pauses, live slot leases, skip metadata), instead of keeping them; also on a layout an earlier down already rolled back (plan: with --down)")
+	}
 	if run {
 		f.lockTimeout = fs.Duration("lock-timeout", migrations.DefaultLockTimeout, "longest wait for a lock on a queue table per attempt (the first waits an eighth of it, retries double up to it); a writer queued behind the migration waits at most this long")
 		f.maxAttempts = fs.Int("max-attempts", migrations.DefaultMaxAttempts, "attempts per step when a lock is not available (55P03) or a deadlock (40P01) occurs, with jittered backoff in between")
@@ -42,6 +56,9 @@ func parseMigrateFlags(e *env, name, usage string, args []string, run bool) (*mi
 	}
 	if fs.NArg() > 0 {
 		return nil, &exitError{code: 2, err: fmt.Errorf("unexpected argument %q; every setting is a flag (see -h)", fs.Arg(0))}
+	}
+	if f.down != nil && !*f.down && *f.dropOperatorData {
+		return nil, &exitError{code: 2, err: fmt.Errorf("--drop-operator-data is a flag of down: give plan --down --drop-operator-data to plan that down")}
 	}
 	if run {
 		if *f.lockTimeout <= 0 {
@@ -70,9 +87,20 @@ func (f *migrateFlags) resolve() (string, layout.Resolved, error) {
 }
 
 func (f *migrateFlags) options(e *env) migrations.Options {
-	return migrations.Options{LockTimeout: *f.lockTimeout, MaxAttempts: *f.maxAttempts, LongTransaction: *f.longTx, Out: e.stdout, Terminal: e.isTerminal,
-		BeforeStep: beforeStep}
+	o := migrations.Options{LockTimeout: *f.lockTimeout, MaxAttempts: *f.maxAttempts, LongTransaction: *f.longTx, Out: e.stdout, Terminal: e.isTerminal,
+		BeforeStep: beforeStep, ProgressEvery: progressEvery}
+	if f.dropOperatorData != nil {
+		o.DropOperatorData = *f.dropOperatorData
+	}
+	if *f.json {
+		o.Out = nil
+		jsonProgress(e.stderr, &o)
+	}
+	return o
 }
+
+// progressEvery is 0 (the default interval) except in tests.
+var progressEvery time.Duration
 
 // beforeStep is nil except in the tests that interrupt a run between two
 // steps (they run this command in a child process and stop it there).
@@ -91,14 +119,17 @@ func describeLayout(l layout.Resolved) string {
 	return s
 }
 
-const planUsage = `plan [layout flags] [--database URL]
+const planUsage = `plan [layout flags] [--database URL] [--lock-timeout 2s] [--max-attempts 10] [--long-transaction 1m] [--down [--drop-operator-data]] [--summary] [--json]
 
-Shows, changing nothing, what up would do: the preflight findings, then each
-step with its SQL, its lock level and the size of the table it touches.
-Exits 1 when up would refuse.`
+Shows, changing nothing, what up (with --down: down) would do: the preflight
+findings, then each step with its SQL, its lock level and the size of the
+table it touches. It takes up's and down's flags and runs their preflight
+with them (for down, its duplicate scan too), so its exit status predicts
+theirs: 1 when the run with the same flags would refuse (a fatal finding),
+0 when it would go ahead.`
 
 func runPlan(ctx context.Context, e *env, args []string) error {
-	f, err := parseMigrateFlags(e, "plan", planUsage, args, false)
+	f, err := parseMigrateFlags(e, "plan", planUsage, args, true)
 	if err != nil {
 		return err
 	}
@@ -106,36 +137,54 @@ func runPlan(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	p, err := migrations.Plan(ctx, url, l.Layout)
+	direction, planFor := "up", migrations.PlanWith
+	if *f.down {
+		direction, planFor = "down", migrations.PlanDown
+	}
+	p, err := planFor(ctx, url, l.Layout, f.options(e))
 	if err != nil {
 		return pgurl.RedactError(url, err)
 	}
-	fmt.Fprintf(e.stdout, "database: %s\nlayout:   %s\nstate:    %s\n", pgurl.Describe(url), describeLayout(l), p.State)
 	fatal := false
+	for _, fd := range p.Findings {
+		fatal = fatal || fd.Fatal
+	}
+	refuse := &exitError{code: 1, err: fmt.Errorf("%s would refuse: see the preflight findings", direction)}
+	if *f.json {
+		if err := writeJSON(e.stdout, planJSONOf(direction, url, l, p, fatal)); err != nil {
+			return err
+		}
+		if fatal {
+			return refuse
+		}
+		return nil
+	}
+	fmt.Fprintf(e.stdout, "database: %s\nlayout:   %s\nstate:    %s\n", pgurl.Describe(url), describeLayout(l), p.State)
 	if len(p.Findings) > 0 {
 		fmt.Fprintf(e.stdout, "\npreflight:\n")
 		for _, fd := range p.Findings {
 			fmt.Fprintf(e.stdout, "  %s\n", fd)
-			fatal = fatal || fd.Fatal
 		}
 	}
-	if len(p.Steps) == 0 {
+	if len(p.Steps) == 0 && direction == "down" {
+		fmt.Fprintf(e.stdout, "\nnot migrated: down has nothing to do\n")
+	} else if len(p.Steps) == 0 {
 		fmt.Fprintf(e.stdout, "\nalready migrated: up has nothing to do\n")
-		return nil
+	} else if *f.summary {
+		fmt.Fprintln(e.stdout)
+		for _, s := range p.Steps {
+			fmt.Fprintf(e.stdout, "step %d: %s\n", s.Number, summaryLine(s))
+		}
 	}
 	for _, s := range p.Steps {
-		how := "one statement on its own, outside any transaction"
-		switch {
-		case s.Concurrent:
-			how = "outside any transaction (CONCURRENTLY)"
-		case s.Transaction:
-			how = "in one transaction, lock_timeout bounded, retried"
+		if *f.summary {
+			break
 		}
 		fmt.Fprintf(e.stdout, "\nstep %d: %s\n  table: %s", s.Number, s.Name, s.Table)
-		if s.Rows > 0 || s.Bytes > 0 {
-			fmt.Fprintf(e.stdout, " (~%d rows, %s)", s.Rows, humanBytes(s.Bytes))
+		if size := stepSize(s); size != "" {
+			fmt.Fprintf(e.stdout, " (%s)", size)
 		}
-		fmt.Fprintf(e.stdout, "\n  lock:  %s; %s\n", s.Lock, how)
+		fmt.Fprintf(e.stdout, "\n  lock:  %s; %s\n", s.Lock, stepHow(s))
 		if s.Skip != "" {
 			fmt.Fprintf(e.stdout, "  skip:  %s\n", s.Skip)
 			continue
@@ -143,12 +192,47 @@ func runPlan(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintf(e.stdout, "  sql:\n%s\n", indent(s.SQL, "    "))
 	}
 	if fatal {
-		return &exitError{code: 1, err: errors.New("up would refuse: see the preflight findings above")}
+		refuse.err = fmt.Errorf("%s would refuse: see the preflight findings above", direction)
+		return refuse
 	}
 	return nil
 }
 
-const upUsage = `up [layout flags] [--database URL] [--lock-timeout 2s] [--max-attempts 10] [--long-transaction 1m]
+// stepHow says how a planned step runs.
+func stepHow(s migrations.PlannedStep) string {
+	switch {
+	case s.Concurrent:
+		return "outside any transaction (CONCURRENTLY)"
+	case s.Transaction:
+		return "in one transaction, lock_timeout bounded, retried"
+	}
+	return "one statement on its own, outside any transaction"
+}
+
+// stepSize renders the size of the tables a step touches, or "".
+func stepSize(s migrations.PlannedStep) string {
+	switch {
+	case s.RowsUnknown:
+		return fmt.Sprintf("%s; row count unknown: never analysed", humanBytes(s.Bytes))
+	case s.Rows > 0 || s.Bytes > 0:
+		return fmt.Sprintf("~%d rows, %s", s.Rows, humanBytes(s.Bytes))
+	}
+	return ""
+}
+
+// summaryLine is a planned step in one line.
+func summaryLine(s migrations.PlannedStep) string {
+	line := s.Name
+	if size := stepSize(s); size != "" {
+		line += " (" + size + ")"
+	}
+	if s.Skip != "" {
+		return line + ": skipped, " + s.Skip
+	}
+	return line + ": " + s.Lock
+}
+
+const upUsage = `up [layout flags] [--database URL] [--lock-timeout 2s] [--max-attempts 10] [--long-transaction 1m] [--json]
 
 Runs the migration online: counting indexes built CONCURRENTLY, one short
 cutover transaction (rename unique_key to concurrency_key, drop the unique
@@ -160,15 +244,17 @@ func runUp(ctx context.Context, e *env, args []string) error {
 	return runMigration(ctx, e, "up", upUsage, args, migrations.Up)
 }
 
-const downUsage = `down [layout flags] [--database URL] [--lock-timeout 2s] [--max-attempts 10] [--long-transaction 1m]
+const downUsage = `down [layout flags] [--database URL] [--lock-timeout 2s] [--max-attempts 10] [--long-transaction 1m] [--drop-operator-data] [--json]
 
 Rolls the migration back online. First a read-only scan: if any group has
 more rows than the old unique rule allows, down refuses, lists every such
 group (class, key, count) and changes nothing; it never deletes a job. Then
 it rebuilds the saved unique rule CONCURRENTLY, attaches it as it was and
 renames the column back in one short transaction, and drops what up added,
-except tables that hold operator data (limit overrides, live slot leases,
-skip metadata), which it keeps and names.`
+except tables that hold operator data (limit overrides, class pauses, live
+slot leases, skip metadata), which it keeps and names with what to do. On a
+rolled-back layout, down drops what an earlier down kept once it holds
+nothing; --drop-operator-data drops it with its rows.`
 
 func runDown(ctx context.Context, e *env, args []string) error {
 	return runMigration(ctx, e, "down", downUsage, args, migrations.Down)
@@ -184,14 +270,22 @@ func runMigration(ctx context.Context, e *env, name, usage string, args []string
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(e.stdout, "database: %s\nlayout:   %s\n", pgurl.Describe(url), describeLayout(l))
-	if _, err := do(ctx, url, l.Layout, f.options(e)); err != nil {
+	if !*f.json {
+		fmt.Fprintf(e.stdout, "database: %s\nlayout:   %s\n", pgurl.Describe(url), describeLayout(l))
+	}
+	rep, err := do(ctx, url, l.Layout, f.options(e))
+	if err != nil {
 		if ctx.Err() != nil {
 			err = fmt.Errorf("interrupted (%w); every step is resumable: 'migrate-unique status' shows where the run stopped, run %s again to finish it", err, name)
 		}
-		return pgurl.RedactError(url, err)
+		err = pgurl.RedactError(url, err)
 	}
-	return nil
+	if *f.json {
+		if jerr := writeJSON(e.stdout, runJSONOf(name, url, l, rep, err)); jerr != nil && err == nil {
+			return jerr
+		}
+	}
+	return err
 }
 
 const statusUsage = `status [layout flags] [--database URL]
@@ -213,6 +307,9 @@ func runStatus(ctx context.Context, e *env, args []string) error {
 	st, err := migrations.Status(ctx, url, l.Layout)
 	if err != nil {
 		return pgurl.RedactError(url, err)
+	}
+	if *f.json {
+		return writeJSON(e.stdout, statusJSONOf(url, l, st))
 	}
 	fmt.Fprintf(e.stdout, "database: %s\nlayout:   %s\nstate:    %s\ntool:     migrate-unique %s", pgurl.Describe(url), describeLayout(l), st.State, st.ToolVersion)
 	if st.RecordedVersion != "" {
@@ -239,6 +336,13 @@ func runStatus(ctx context.Context, e *env, args []string) error {
 	}
 	for _, s := range st.Saved {
 		fmt.Fprintf(e.stdout, "saved:    %s\n", s.Definition)
+	}
+	for _, k := range st.Kept {
+		what := k.Table
+		if k.Column != "" {
+			what += "." + k.Column
+		}
+		fmt.Fprintf(e.stdout, "kept:     %s: %s\n", what, k.Why)
 	}
 	if len(st.InvalidIndexes) == 0 {
 		fmt.Fprintf(e.stdout, "invalid indexes of ours: none\n")

@@ -22,7 +22,7 @@ func (l *listFlag) Set(v string) error {
 	return nil
 }
 
-const rewriteUsage = `rewrite [-diff | -w] [-interface importpath.Name]... [-rename importpath.Old=New]... [-tags list]... [-allow-type-errors] [packages]
+const rewriteUsage = `rewrite [-diff | -w] [-interface importpath.Name]... [-rename importpath.Old=New]... [-tags list]... [-table name]... [-all-sql] [-allow-type-errors] [packages]
 
 Migrates the job code of the module in the current directory in one step:
 UniqueKey becomes ConcurrencyKey plus ConcurrencyLimit on every job type,
@@ -120,6 +120,8 @@ func rewriteTitle(category string) string {
 		return "directive without a reason"
 	case rewrite.CategoryNotLoaded:
 		return "file excluded by build constraints"
+	case rewrite.CategoryNotNamed:
+		return "file outside the packages named"
 	}
 	return category
 }

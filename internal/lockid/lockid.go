@@ -1,6 +1,7 @@
 // Package lockid computes the PostgreSQL advisory-lock ids that plain-jobs
-// uses for concurrency groups, so Go and Python workers that share one
-// database serialize on the same lock.
+// uses for concurrency groups, so Go and Python writers of one keyed group
+// in one database serialize on the same lock (plain-jobs takes none for an
+// empty key; docs/runtime.md, "Go and Python writers").
 package lockid
 
 import (

@@ -265,6 +265,25 @@ func (s *Server) Stop() error {
 	return err
 }
 
+// StopCommand is the shell command that stops a throwaway cluster and
+// removes its directory, for an operator who kept it: pg_ctl by its full
+// path (it is often not on PATH), run as the cluster's OS user when this
+// process is root (pg_ctl refuses to run as root). "" for any other server.
+func (s *Server) StopCommand() string {
+	if s == nil || s.dir == "" {
+		return ""
+	}
+	stop := shellQuote(s.pgCtl) + " -D " + shellQuote(filepath.Join(s.dir, "data")) + " -m fast -w stop"
+	if s.runAs != nil {
+		if u, err := user.LookupId(strconv.Itoa(int(s.runAs.Uid))); err == nil {
+			stop = "runuser -u " + shellQuote(u.Username) + " -- " + stop
+		}
+	}
+	return stop + " && rm -r " + shellQuote(s.dir)
+}
+
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
 // DatabaseURL returns the URL of database name on the server.
 func (s *Server) DatabaseURL(name string) string {
 	u, err := url.Parse(s.URL)

@@ -39,7 +39,22 @@ var (
 	SingleTable = mustSchema("singletable", layout.Layout{Schema: "public", ClassColumn: "job_type", JobsTable: "jobs", StateColumn: "status", ActiveStates: []string{"pending", "running", "paused"}})
 	// All lists every legacy schema.
 	All = []Schema{PlainJobs, TeamQueue, SingleTable}
+	// PlainJobs0007 is plain-jobs 0.38.0's own migration 0007 as the
+	// statements plain runs on PlainJobs' tables (plainjobs_0007.sql): the
+	// reference `up` is compared with.
+	PlainJobs0007 = mustRead("plainjobs_0007.sql")
+	// PlainJobs0009And0010 are plain-jobs' later migrations that run SQL on
+	// the schema 0007 leaves (plainjobs_0009_0010.sql).
+	PlainJobs0009And0010 = mustRead("plainjobs_0009_0010.sql")
 )
+
+func mustRead(name string) string {
+	b, err := files.ReadFile(name)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
 
 func mustSchema(name string, l layout.Layout) Schema {
 	ddl, err := files.ReadFile(name + ".sql")

@@ -1,3 +1,5 @@
+// want package:"package of the analysed module"
+
 // Package app is in the main module; lib is not.
 package app
 
@@ -22,6 +24,21 @@ type Derived struct { // want `job type Derived promotes UniqueKey from lib.Base
 }
 
 func (d *Derived) Perform() error { return nil }
+
+// Pooled promotes Run from a dependency's type that is no job: it is no job
+// either, and its UniqueKey stays.
+type Pooled struct {
+	lib.Worker
+	ID string
+}
+
+func (p Pooled) UniqueKey() string { return p.ID }
+
+// Wrapped promotes Run and UniqueKey from a dependency's job type: a job of
+// the dependency's kind (it implements lib.Job), which keeps UniqueKey.
+type Wrapped struct { // want `job type Wrapped implements Job, which this run does not migrate \(declared in example.com/lib\)`
+	lib.Keyed
+}
 
 func keys(j lib.Job, d *Derived, t Task) string {
 	return j.UniqueKey() + d.UniqueKey() + t.UniqueKey() + lib.Key(Sync{}) // want `call of Task.UniqueKey`

@@ -241,9 +241,10 @@ const spanError = "DuplicateJob" // want `span error string "DuplicateJob"`
 // selectByKey names the legacy column.
 const selectByKey = `SELECT id FROM plainjobs_jobrequest WHERE unique_key = $1` // want `string names the unique_key column`
 
-// row maps the legacy column.
+// row maps the legacy column: a tag is no SQL text, never reported (the
+// database migration's rename is what a reader of the row follows).
 type row struct {
-	Key string `db:"unique_key"` // want `struct tag names the unique_key column`
+	Key string `db:"unique_key"`
 }
 
 var (
@@ -254,6 +255,8 @@ var (
 	usage     = "cutover (rename unique_key to concurrency_key, drop the unique rule)" // prose too
 	columns   = "(job_class, unique_key)"                                              // want `string names the unique_key column`
 	upsert    = "INSERT INTO q (k) VALUES ($1) ON CONFLICT (unique_key) DO NOTHING"    // want `string names the unique_key column`
+	riverSQL  = "UPDATE river_job SET unique_key = NULL WHERE id = $1"                 // River's own table: silent, even here
+	luaScript = `return redis.call("HGET", KEYS[1], "unique_key")`                     // Lua, not SQL: silent
 )
 
 // inEnqueuer only has "enqueue" inside a longer word: it enqueues nothing.

@@ -4,7 +4,10 @@ package traps
 
 import (
 	"context"
+	"net/http"
+	"os/exec"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -81,4 +84,62 @@ func (p *Pool) Add(tx *Tx) { p.byKey[tx.UniqueKey()] = tx }
 func Keys() []string {
 	var tx Tx
 	return []string{CacheEntry{}.UniqueKey(), Identity{}.UniqueKey(), (&Bucket{}).UniqueKey(), tx.UniqueKey(), Runner{}.UniqueKey()}
+}
+
+// OnceEntry is a cache entry computed once: the Do it promotes from
+// sync.Once is the standard library's, not a run method of its own.
+type OnceEntry struct {
+	sync.Once
+	Key string
+}
+
+func (e *OnceEntry) UniqueKey() string { return e.Key }
+
+// Command wraps a process: *exec.Cmd's Run is no run method of its own.
+type Command struct {
+	*exec.Cmd
+	ID string
+}
+
+func (c Command) UniqueKey() string { return c.ID }
+
+// Client is an API client: *http.Client's Do is no run method of its own.
+type Client struct {
+	*http.Client
+	Tenant string
+}
+
+func (c *Client) UniqueKey() string { return c.Tenant }
+
+// Wrappers keeps the wrappers by key: their UniqueKey must stay.
+func Wrappers(e *OnceEntry, c Command, cl *Client) []Keyed { return []Keyed{e, c, cl} }
+
+// Strings that say unique_key and are no SQL about the queue: this package
+// has no legacy job, and none names the queue's tables.
+const (
+	// a Redis Lua script, as asynq keeps its unique locks
+	releaseLock = `
+local key = redis.call("HGET", KEYS[1], "unique_key")
+if key == ARGV[1] then
+  return redis.call("DEL", KEYS[1], "unique_key")
+end
+return 0`
+	// a Redis hash field name
+	uniqueKeyField = "unique_key"
+	// a JSON document
+	payload = `{"type": "email", "unique_key": "user:1"}`
+	// another system's own unique_key table (River's)
+	riverByKey = "SELECT id FROM river_job WHERE unique_key = $1 AND kind = $2"
+	// a cache's own table, in a package with no legacy job
+	cacheByKey = "DELETE FROM cache_entries WHERE unique_key = $1"
+)
+
+// Row maps a row with tags naming the column: tags are never reported.
+type Row struct {
+	Key string `json:"unique_key" db:"unique_key"`
+}
+
+// Keys lists every wrapper's key.
+func WrapperKeys(e *OnceEntry, c Command, cl *Client) []string {
+	return []string{e.UniqueKey(), c.UniqueKey(), cl.UniqueKey(), releaseLock, uniqueKeyField, payload, riverByKey, cacheByKey}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/url"
 
 	"github.com/migrate-unique/migrate-unique/internal/pgurl"
 	"github.com/migrate-unique/migrate-unique/internal/testdb"
@@ -58,10 +57,7 @@ func (db *database) close(ctx context.Context, keep bool, out io.Writer) error {
 	if keep {
 		fmt.Fprintf(out, "\nkept: psql '%s'\n", pgurl.Redact(db.url))
 		if db.srv.Source == testdb.SourceThrowaway {
-			if u, err := url.Parse(db.url); err == nil && u.Query().Get("host") != "" {
-				dir := u.Query().Get("host")
-				fmt.Fprintf(out, "the throwaway server runs until you stop it: pg_ctl -D %s/data stop (as the server's OS user), then rm -r %s\n", dir, dir)
-			}
+			fmt.Fprintf(out, "the throwaway server runs until you stop it: %s\n", db.srv.StopCommand())
 		} else {
 			fmt.Fprintf(out, "drop it when done: dropdb %s (on %s)\n", db.name, db.srv.Describe())
 		}

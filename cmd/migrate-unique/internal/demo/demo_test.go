@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/url"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 
@@ -20,7 +21,7 @@ func TestMain(m *testing.M) { os.Exit(testdb.Main(m)) }
 // The whole demo runs end to end in cmd/migrate-unique's TestDemo*; these
 // tests cover what that run cannot reach.
 
-func TestThrowawayServerIsKeptOrRemoved(t *testing.T) {
+func TestThrowawayServerIsKept(t *testing.T) {
 	ctx := t.Context()
 	var out bytes.Buffer
 	db, err := openDatabase(ctx, "", testdb.Finder{}, &out)
@@ -40,9 +41,40 @@ func TestThrowawayServerIsKeptOrRemoved(t *testing.T) {
 	if err := db.close(ctx, true, &out); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out.String(), "kept: psql '"+db.url+"'") || !strings.Contains(out.String(), "pg_ctl -D ") {
+	if !strings.Contains(out.String(), "kept: psql '"+db.url+"'") || !strings.Contains(out.String(), "pg_ctl' -D ") {
 		t.Errorf("--keep narration lacks the URL and how to stop the server:\n%s", out.String())
 	}
+	ping(t, db.url, true)
+	// The printed command works as printed, as the user running the demo
+	// (root included).
+	_, stop, ok := strings.Cut(out.String(), "the throwaway server runs until you stop it: ")
+	if !ok {
+		t.Fatalf("no stop command:\n%s", out.String())
+	}
+	stop = strings.TrimSpace(stop)
+	if b, err := exec.Command("sh", "-c", stop).CombinedOutput(); err != nil {
+		t.Fatalf("the printed stop command %q: %v\n%s", stop, err, b)
+	}
+	ping(t, db.url, false)
+	u, err := url.Parse(db.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(u.Query().Get("host")); !os.IsNotExist(err) {
+		t.Errorf("after the printed stop command the directory %s is still there: %v", u.Query().Get("host"), err)
+	}
+}
+
+// TestThrowawayServerIsRemoved: without --keep the demo stops and removes
+// its throwaway server.
+func TestThrowawayServerIsRemoved(t *testing.T) {
+	ctx := t.Context()
+	var out bytes.Buffer
+	db, err := openDatabase(ctx, "", testdb.Finder{}, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.srv.Stop() })
 	ping(t, db.url, true)
 
 	out.Reset()

@@ -19,7 +19,7 @@ import (
 const (
 	uniqueIndex = "plainjobs_jobrequest_unique_job_class_key"
 	// countingIndex is plain-jobs' own (job_class, unique_key) index on the
-	// requests table, which up would reuse.
+	// requests table, which up would rename to plain-jobs 0007's name.
 	countingIndex = "job_request_class_unique_key"
 )
 
@@ -34,8 +34,8 @@ func (d *demo) legacyQueue(ctx context.Context) error {
 	if err := legacy.PlainJobs.Load(ctx, conn.Conn(), d.o.Rows); err != nil {
 		return err
 	}
-	// plain-jobs ships an index up can reuse; without it, up builds one
-	// CONCURRENTLY, which is what a demo should let you watch.
+	// plain-jobs ships an index up renames at the cutover; without it, up
+	// builds it CONCURRENTLY, which is what a demo should let you watch.
 	if _, err := conn.Exec(ctx, "DROP INDEX "+d.l.Table(countingIndex)); err != nil {
 		return fmt.Errorf("drop %s: %w", countingIndex, err)
 	}
@@ -50,7 +50,7 @@ func (d *demo) legacyQueue(ctx context.Context) error {
 	fmt.Fprintf(d.out, "  created plain-jobs' tables with %d pending, %d running and %d finished jobs in %s\n",
 		counts[0], counts[1], counts[2], round(time.Since(start)))
 	fmt.Fprintf(d.out, "  the old rule, one pending job per key: %s\n", d.uniqueRule)
-	fmt.Fprintf(d.out, "  dropped plain-jobs' own index %s so that up has one to build (on your queue up reuses it)\n", countingIndex)
+	fmt.Fprintf(d.out, "  dropped plain-jobs' own index %s so that up has one to build (on your queue up renames it to plain-jobs 0.38's job_request_concurrency_key)\n", countingIndex)
 	return nil
 }
 

@@ -109,9 +109,9 @@ func (d *demo) enqueue(ctx context.Context) error {
 func (d *demo) retry(ctx context.Context) error {
 	// A job failed: plain-jobs' worker wrote its result row.
 	var resultID int64
-	err := d.pool.QueryRow(ctx, `INSERT INTO `+d.l.Table(d.l.ResultsTable)+` (created_at, uuid, job_class, parameters, source, retries, retry_attempt, concurrency_key,
+	err := d.pool.QueryRow(ctx, `INSERT INTO `+d.l.Table(d.l.ResultsTable)+` (created_at, uuid, job_class, parameters, priority, source, queue, retries, retry_attempt, concurrency_key,
 	started_at, job_request_uuid, job_process_uuid, ended_at, error, status)
-VALUES (now() - interval '1 minute', gen_random_uuid(), $1, '{"to": "team@example.com"}', 'demo', 3, 0, $2,
+VALUES (now() - interval '1 minute', gen_random_uuid(), $1, '{"to": "team@example.com"}', 0, 'demo', 'default', 3, 0, $2,
 	now() - interval '1 minute', gen_random_uuid(), gen_random_uuid(), now(), 'smtp: connection refused', 'ERRORED')
 RETURNING id`, retryClass, retryKey).Scan(&resultID)
 	if err != nil {

@@ -380,7 +380,7 @@ func naiveEnqueue(ctx context.Context, pool *pgxpool.Pool, l layout.Resolved, cl
 	if n >= limit {
 		return false, tx.Commit(ctx)
 	}
-	if _, err := tx.Exec(ctx, "INSERT INTO "+l.Table(l.RequestsTable)+" (job_class, concurrency_key, created_at, uuid, source) VALUES ($1, $2, now(), gen_random_uuid(), 'naive')", class, key); err != nil {
+	if _, err := tx.Exec(ctx, "INSERT INTO "+l.Table(l.RequestsTable)+" (job_class, concurrency_key, created_at, uuid, source, priority, queue, retries, retry_attempt) VALUES ($1, $2, now(), gen_random_uuid(), 'naive', 0, 'default', 0, 0)", class, key); err != nil {
 		return false, err
 	}
 	return true, tx.Commit(ctx)
@@ -456,7 +456,7 @@ func (b *bench) latency(ctx context.Context, r *Result) error {
 	if err := b.truncate(ctx); err != nil {
 		return err
 	}
-	fill := "INSERT INTO " + b.empty.Table(b.empty.RequestsTable) + " (job_class, concurrency_key, created_at, uuid, source) SELECT $1, $2, now(), gen_random_uuid(), 'bench' FROM generate_series(1, 5)"
+	fill := "INSERT INTO " + b.empty.Table(b.empty.RequestsTable) + " (job_class, concurrency_key, created_at, uuid, source, priority, queue, retries, retry_attempt) SELECT $1, $2, now(), gen_random_uuid(), 'bench', 0, 'default', 0, 0 FROM generate_series(1, 5)"
 	if _, err := b.pool.Exec(ctx, fill, hotClass, hotKey); err != nil {
 		return err
 	}
@@ -471,8 +471,8 @@ func (b *bench) latency(ctx context.Context, r *Result) error {
 			if _, err := b.pool.Exec(ctx, "ALTER TABLE "+l.Table(t)+" SET (autovacuum_enabled = false)"); err != nil {
 				return err
 			}
-			if _, err := b.pool.Exec(ctx, "INSERT INTO "+l.Table(t)+" (job_class, concurrency_key, created_at, uuid, source"+extra+
-				") SELECT 'bench.Old' || (i % 50), 'k-' || i, now(), gen_random_uuid(), 'bench'"+extraVals+" FROM generate_series(1, 2000) AS i"); err != nil {
+			if _, err := b.pool.Exec(ctx, "INSERT INTO "+l.Table(t)+" (job_class, concurrency_key, created_at, uuid, source, priority, queue, retries, retry_attempt"+extra+
+				") SELECT 'bench.Old' || (i % 50), 'k-' || i, now(), gen_random_uuid(), 'bench', 0, 'default', 0, 0"+extraVals+" FROM generate_series(1, 2000) AS i"); err != nil {
 				return err
 			}
 			if _, err := b.pool.Exec(ctx, "ANALYZE "+l.Table(t)); err != nil {
@@ -484,8 +484,8 @@ func (b *bench) latency(ctx context.Context, r *Result) error {
 	reqRows, procRows := rows-rows/10, rows/10
 	fmt.Fprintf(b.o.Progress, "loading %d active rows of %s, %d of them in group %s::%s ...\n", rows, hotClass, rows/10, hotClass, hotKey)
 	load := func(tbl string, n int, extra, extraVals string) error {
-		_, err := b.pool.Exec(ctx, "INSERT INTO "+b.l.Table(tbl)+" (job_class, concurrency_key, created_at, uuid, source"+extra+
-			") SELECT $1, CASE WHEN i % 10 = 0 THEN $2 ELSE 'k-' || (i % 90000) END, now(), gen_random_uuid(), 'bench'"+extraVals+
+		_, err := b.pool.Exec(ctx, "INSERT INTO "+b.l.Table(tbl)+" (job_class, concurrency_key, created_at, uuid, source, priority, queue, retries, retry_attempt"+extra+
+			") SELECT $1, CASE WHEN i % 10 = 0 THEN $2 ELSE 'k-' || (i % 90000) END, now(), gen_random_uuid(), 'bench', 0, 'default', 0, 0"+extraVals+
 			" FROM generate_series(1, $3::integer) AS i ORDER BY i % 10 = 0, i", hotClass, hotKey, n)
 		return err
 	}

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/migrate-unique/migrate-unique/internal/pgurl"
 	"github.com/migrate-unique/migrate-unique/layout"
@@ -276,6 +277,7 @@ func benchRun(ctx context.Context, dbURL string, l layout.Resolved, o Options, n
 	go func() {
 		defer wg.Done()
 		next := time.Now()
+		keyCol := layout.LegacyKeyColumn
 		for i := 0; ; i++ {
 			// An open-loop schedule: a stall delays every write due meanwhile,
 			// and each one's latency counts from when it was due.
@@ -294,8 +296,19 @@ func benchRun(ctx context.Context, dbURL string, l layout.Resolved, o Options, n
 				return
 			}
 			start := time.Now()
-			_, err := writer.Exec(ctx, `INSERT INTO `+l.Table(l.RequestsTable)+` (created_at, uuid, job_class, source) VALUES (now(), gen_random_uuid(), $1, 'bench-writer')`,
-				fmt.Sprintf("app.jobs.Bench%d", i%4))
+			// plain-jobs' tables have no column default: the writer names
+			// every NOT NULL column, the key column by the name it has (it
+			// follows the cutover's rename, as redeployed code does).
+			insert := func() error {
+				_, err := writer.Exec(ctx, `INSERT INTO `+l.Table(l.RequestsTable)+` (created_at, uuid, job_class, source, priority, queue, retries, retry_attempt, `+keyCol+`)
+VALUES (now(), gen_random_uuid(), $1, 'bench-writer', 0, 'default', 0, 0, '')`, fmt.Sprintf("app.jobs.Bench%d", i%4))
+				return err
+			}
+			err := insert()
+			if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == "42703" && keyCol == layout.LegacyKeyColumn {
+				keyCol = layout.KeyColumn
+				err = insert()
+			}
 			d, late := time.Since(start), time.Since(next)
 			if ctx.Err() != nil {
 				return

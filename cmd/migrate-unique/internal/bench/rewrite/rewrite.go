@@ -27,10 +27,33 @@ import (
 const MeasureArg = "-measure-into"
 
 // measurement is what one measured command cost.
-type measurement struct {
+type measurement = Measurement
+
+// Measurement is what one measured command cost.
+type Measurement struct {
 	Wall     time.Duration
-	PeakKiB  int64 // largest process of the command's tree
+	CPU      time.Duration // user + system, the command's tree
+	PeakKiB  int64         // largest process of the command's tree
 	ExitCode int
+}
+
+// RunMeasured runs argv in dir under a measuring copy of self (self bench
+// rewrite MeasureArg), so that the peak memory read is that command's
+// tree's only, and returns what it cost and its combined output. A
+// non-zero exit of the command is no error: it is in ExitCode.
+func RunMeasured(ctx context.Context, self, dir string, env []string, resultFile string, argv ...string) (Measurement, []byte, error) {
+	cmd := exec.CommandContext(ctx, self, append([]string{"bench", "rewrite", MeasureArg, resultFile, "--"}, argv...)...)
+	cmd.Dir, cmd.Env = dir, env
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return Measurement{}, out, fmt.Errorf("%s: %v\n%s", strings.Join(argv, " "), err, module.LastLines(out, 20))
+	}
+	var m Measurement
+	b, err := os.ReadFile(resultFile)
+	if err == nil {
+		err = json.Unmarshal(b, &m)
+	}
+	return m, out, err
 }
 
 // Options configures Run.
@@ -62,19 +85,7 @@ func Run(ctx context.Context, o Options) error {
 	// measure runs a command in the module under a measuring copy of this
 	// binary.
 	measure := func(name string, argv ...string) (measurement, []byte, error) {
-		result := filepath.Join(work, name+".json")
-		cmd := exec.CommandContext(ctx, self, append([]string{"bench", "rewrite", MeasureArg, result, "--"}, argv...)...)
-		cmd.Dir, cmd.Env = mod, goEnv
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			return measurement{}, out, fmt.Errorf("%s: %v\n%s", strings.Join(argv, " "), err, module.LastLines(out, 20))
-		}
-		var m measurement
-		b, err := os.ReadFile(result)
-		if err == nil {
-			err = json.Unmarshal(b, &m)
-		}
-		return m, out, err
+		return RunMeasured(ctx, self, mod, goEnv, filepath.Join(work, name+".json"), argv...)
 	}
 
 	// The baseline is the build a user waits for after changing every
@@ -161,6 +172,9 @@ func Measure(ctx context.Context, stdout, stderr io.Writer, args []string) error
 	start := time.Now()
 	err := cmd.Run()
 	m := measurement{Wall: time.Since(start)}
+	if cmd.ProcessState != nil {
+		m.CPU = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	}
 	var exitErr *exec.ExitError
 	switch {
 	case errors.As(err, &exitErr):

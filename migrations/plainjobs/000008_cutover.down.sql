@@ -26,6 +26,38 @@ BEGIN
             EXECUTE format('ALTER TABLE %s RENAME COLUMN %I TO %I', t, 'concurrency_key', 'unique_key');
         END IF;
     END LOOP;
+    -- plain-jobs 0.37's name for the index.
+    IF to_regclass('"public"."plainjobs_j_concurr_ad4464_idx"') IS NOT NULL THEN
+        IF to_regclass('"public"."plainjobs_j_unique__67172c_idx"') IS NULL THEN
+            ALTER INDEX "public"."plainjobs_j_concurr_ad4464_idx" RENAME TO "plainjobs_j_unique__67172c_idx";
+        ELSE
+            DROP INDEX "public"."plainjobs_j_concurr_ad4464_idx";
+        END IF;
+    END IF;
+    -- plain-jobs 0.37's name for the index.
+    IF to_regclass('"public"."job_concurrency_key"') IS NOT NULL THEN
+        IF to_regclass('"public"."job_class_unique_key"') IS NULL THEN
+            ALTER INDEX "public"."job_concurrency_key" RENAME TO "job_class_unique_key";
+        ELSE
+            DROP INDEX "public"."job_concurrency_key";
+        END IF;
+    END IF;
+    -- plain-jobs 0.37's name for the index.
+    IF to_regclass('"public"."plainjobs_j_concurr_c10926_idx"') IS NOT NULL THEN
+        IF to_regclass('"public"."plainjobs_j_unique__42f6a6_idx"') IS NULL THEN
+            ALTER INDEX "public"."plainjobs_j_concurr_c10926_idx" RENAME TO "plainjobs_j_unique__42f6a6_idx";
+        ELSE
+            DROP INDEX "public"."plainjobs_j_concurr_c10926_idx";
+        END IF;
+    END IF;
+    -- plain-jobs 0.37's name for the index.
+    IF to_regclass('"public"."job_request_concurrency_key"') IS NOT NULL THEN
+        IF to_regclass('"public"."job_request_class_unique_key"') IS NULL THEN
+            ALTER INDEX "public"."job_request_concurrency_key" RENAME TO "job_request_class_unique_key";
+        ELSE
+            DROP INDEX "public"."job_request_concurrency_key";
+        END IF;
+    END IF;
     UPDATE "public"."migrate_unique_version" SET state = 'rolling back', saved = '[]', updated_at = now() WHERE layout = 'two-table:plainjobs_jobrequest,plainjobs_jobprocess,plainjobs_jobresult';
 END
 $migrate_unique$;

@@ -49,6 +49,22 @@ BEGIN
             END IF;
         END LOOP;
     END LOOP;
+    -- plain-jobs 0007's name for the index (the same index once the key column is renamed).
+    IF to_regclass('"public"."plainjobs_j_unique__67172c_idx"') IS NOT NULL AND to_regclass('"public"."plainjobs_j_concurr_ad4464_idx"') IS NULL THEN
+        ALTER INDEX "public"."plainjobs_j_unique__67172c_idx" RENAME TO "plainjobs_j_concurr_ad4464_idx";
+    END IF;
+    -- plain-jobs 0007's name for the index (the same index once the key column is renamed).
+    IF to_regclass('"public"."job_class_unique_key"') IS NOT NULL AND to_regclass('"public"."job_concurrency_key"') IS NULL THEN
+        ALTER INDEX "public"."job_class_unique_key" RENAME TO "job_concurrency_key";
+    END IF;
+    -- plain-jobs 0007's name for the index (the same index once the key column is renamed).
+    IF to_regclass('"public"."plainjobs_j_unique__42f6a6_idx"') IS NOT NULL AND to_regclass('"public"."plainjobs_j_concurr_c10926_idx"') IS NULL THEN
+        ALTER INDEX "public"."plainjobs_j_unique__42f6a6_idx" RENAME TO "plainjobs_j_concurr_c10926_idx";
+    END IF;
+    -- plain-jobs 0007's name for the index (the same index once the key column is renamed).
+    IF to_regclass('"public"."job_request_class_unique_key"') IS NOT NULL AND to_regclass('"public"."job_request_concurrency_key"') IS NULL THEN
+        ALTER INDEX "public"."job_request_class_unique_key" RENAME TO "job_request_concurrency_key";
+    END IF;
     -- A rule saved before (an interrupted down rebuilt it) keeps its
     -- original definition; only rules not saved yet are added.
     UPDATE "public"."migrate_unique_version" v SET saved = v.saved || coalesce((

@@ -1,2 +1,2 @@
 -- An invalid leftover of an interrupted build would make the next file fail: drop it first.
-DROP INDEX CONCURRENTLY IF EXISTS "public"."plainjobs_jobprocess_concurrency_key_idx";
+DROP INDEX CONCURRENTLY IF EXISTS "public"."plainjobs_j_uuid_b33b4c_idx";

@@ -3,11 +3,15 @@
 DO $migrate_unique$
 BEGIN
     PERFORM set_config('lock_timeout', '2000ms', true);
-    IF to_regclass('"public"."concurrency_limits"') IS NOT NULL AND NOT EXISTS (SELECT 1 FROM "public"."concurrency_limits" WHERE TRUE) THEN
-        DROP TABLE "public"."concurrency_limits";
+    IF to_regclass('"public"."concurrency_limits"') IS NOT NULL THEN
+        IF NOT EXISTS (SELECT 1 FROM "public"."concurrency_limits" WHERE TRUE) THEN
+            DROP TABLE "public"."concurrency_limits";
+        END IF;
     END IF;
-    IF to_regclass('"public"."concurrency_slots"') IS NOT NULL AND NOT EXISTS (SELECT 1 FROM "public"."concurrency_slots" WHERE expires_at > now()) THEN
-        DROP TABLE "public"."concurrency_slots";
+    IF to_regclass('"public"."concurrency_slots"') IS NOT NULL THEN
+        IF NOT EXISTS (SELECT 1 FROM "public"."concurrency_slots" WHERE expires_at > now()) THEN
+            DROP TABLE "public"."concurrency_slots";
+        END IF;
     END IF;
     IF to_regclass('"public"."concurrency_reschedules"') IS NOT NULL THEN
         DROP TABLE "public"."concurrency_reschedules";

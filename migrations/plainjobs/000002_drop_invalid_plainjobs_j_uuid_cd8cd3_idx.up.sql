@@ -1,0 +1,2 @@
+-- An invalid leftover of an interrupted build would make the next file fail: drop it first.
+DROP INDEX CONCURRENTLY IF EXISTS "public"."plainjobs_j_uuid_cd8cd3_idx";

@@ -1,0 +1,2 @@
+-- plain-jobs 0.38's migration 0007 creates this index; built online here.
+CREATE INDEX CONCURRENTLY "plainjobs_j_uuid_cd8cd3_idx" ON "public"."plainjobs_jobprocess" ("uuid");

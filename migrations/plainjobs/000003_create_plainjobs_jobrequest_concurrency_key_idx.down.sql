@@ -1,1 +1,0 @@
-DROP INDEX CONCURRENTLY IF EXISTS "public"."plainjobs_jobrequest_concurrency_key_idx";

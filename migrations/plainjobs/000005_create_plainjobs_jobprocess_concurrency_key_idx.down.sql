@@ -1,1 +1,0 @@
-DROP INDEX CONCURRENTLY IF EXISTS "public"."plainjobs_jobprocess_concurrency_key_idx";

@@ -1,1 +1,0 @@
-CREATE INDEX CONCURRENTLY "plainjobs_jobprocess_concurrency_key_idx" ON "public"."plainjobs_jobprocess" ("job_class", "unique_key");

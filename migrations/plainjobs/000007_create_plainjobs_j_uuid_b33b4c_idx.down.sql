@@ -1,0 +1,1 @@
+DROP INDEX CONCURRENTLY IF EXISTS "public"."plainjobs_j_uuid_b33b4c_idx";
