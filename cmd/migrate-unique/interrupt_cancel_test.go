@@ -78,8 +78,8 @@ func (q cancelQueue) tableOf(s workStep) string {
 	return q.requests
 }
 
-// stepLine is a run's "step N/M: NAME ..." line, printed as a step starts.
-var stepLine = regexp.MustCompile(`^step (\d+)/\d+: (.*) \.\.\.$`)
+// stepLine is a run's "step N/M: NAME: done in ..." line.
+var stepLine = regexp.MustCompile(`^step (\d+)/\d+: (.*): done in `)
 
 type workStep struct {
 	number int
@@ -178,12 +178,20 @@ func blockStep(t *testing.T, q cancelQueue, db, direction string, s workStep, ol
 		return viaTrigger("a trigger waiting for a lock", "DELETE")
 	case name == "record migrated":
 		return viaTrigger("a trigger waiting for a lock", "UPDATE", "NEW.state = 'migrated'")
-	case strings.HasPrefix(name, "counting index"), strings.HasPrefix(name, "prefix index"), strings.HasPrefix(name, "rebuild unique rule"):
+	case strings.HasPrefix(name, "counting index"), strings.HasPrefix(name, "prefix index"), strings.HasPrefix(name, "rebuild unique rule"),
+		strings.HasPrefix(name, "plain-jobs 0007 index"):
 		if oldSnapshot {
 			return inTx("a transaction with an old snapshot", pgx.RepeatableRead, "SELECT count(*) FROM pg_class")
 		}
 		return inTx("a writer's open transaction", pgx.ReadCommitted, "UPDATE "+table()+" SET priority = priority WHERE false")
-	case strings.HasPrefix(name, "drop counting index"), strings.HasPrefix(name, "cutover"), strings.HasPrefix(name, "skip-metadata column"):
+	case strings.HasPrefix(name, "drop "):
+		// An index drop names its index, not always its table: read them all.
+		reads := []string{"SELECT count(*) FROM " + q.requests, "SELECT count(*) FROM " + q.processes}
+		if q.results != "" {
+			reads = append(reads, "SELECT count(*) FROM "+q.results)
+		}
+		return inTx("a reader's open transaction", pgx.ReadCommitted, reads...)
+	case strings.HasPrefix(name, "cutover"), strings.HasPrefix(name, "skip-metadata column"):
 		return inTx("a reader's open transaction", pgx.ReadCommitted, "SELECT count(*) FROM "+table())
 	case name == "runtime tables":
 		return inTx("an uncommitted table of the same name", pgx.ReadCommitted, "CREATE TABLE "+q.limits+" (x int)")
@@ -353,7 +361,6 @@ WHEN (NEW.step LIKE '%s %%' AND substr(NEW.step, strpos(NEW.step, ': ') + 2) = '
 							t.Fatal(err)
 						}
 					}
-					c.waitLine(t, `^step \d+/\d+: `+regexp.QuoteMeta(s.name)+` \.\.\.$`)
 					awaitWaiting(t, probe, c, b.what+" in step "+s.name, b.lock)
 					signalled := time.Now()
 					c.interrupt(t, sig)

@@ -96,7 +96,6 @@ func upThroughLostCancels(t *testing.T) (c *child, db string, probe *pgx.Conn, p
 		t.Fatal(err)
 	}
 	c = startCommand(t, exec.Command(bin, append(append([]string{"up"}, teamQueueFlags...), "--database", u.String())...))
-	c.waitLine(t, `^step \d+/\d+: counting index on "Billing Queue"."JobRequests" \.\.\.$`)
 	pid = awaitWaiting(t, probe, c, "the writer", notGate)
 	t.Cleanup(func() { _, _ = probe.Exec(context.Background(), "SELECT pg_cancel_backend($1)", pid) })
 	return c, db, probe, pid
