@@ -57,6 +57,8 @@ type tableInfo struct {
 	bytes       int64 // pg_total_relation_size
 	// keyCollation is how the key column orders (layout.CollationSQL).
 	keyCollation string
+	// partitioned says the table is partitioned (relkind p).
+	partitioned bool
 }
 
 // keyBytewise reports whether the key column sorts bytewise, so that a
@@ -148,9 +150,10 @@ func inspect(ctx context.Context, q querier, l layout.Resolved) (*inspection, er
 SELECT c.reltuples::bigint, pg_total_relation_size(c.oid),
        ARRAY(SELECT a.attname::text FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum),
        coalesce((SELECT `+layout.CollationSQL("a.attcollation")+` FROM pg_attribute a
-                 WHERE a.attrelid = c.oid AND a.attname IN ($3, $4) AND NOT a.attisdropped LIMIT 1), '')
+                 WHERE a.attrelid = c.oid AND a.attname IN ($3, $4) AND NOT a.attisdropped LIMIT 1), ''),
+       c.relkind = 'p'
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')`, l.Schema, t, layout.KeyColumn, layout.LegacyKeyColumn).Scan(&ti.rows, &ti.bytes, &cols, &ti.keyCollation)
+WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')`, l.Schema, t, layout.KeyColumn, layout.LegacyKeyColumn).Scan(&ti.rows, &ti.bytes, &cols, &ti.keyCollation, &ti.partitioned)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 		case err != nil:

@@ -181,7 +181,7 @@ INSERT INTO plainjobs_jobresult SELECT * FROM plainjobs_jobresult_old;
 DROP TABLE plainjobs_jobresult_old;
 CREATE INDEX plainjobs_jobresult_unique_key ON plainjobs_jobresult (unique_key);`)
 	expectCarried(t, url, legacy.PlainJobs, func(col string) string {
-		return `INSERT INTO plainjobs_jobresult (created_at, uuid, job_class, source, ` + col + `, job_request_uuid, job_process_uuid, ended_at, status)
-VALUES (now(), gen_random_uuid(), 'app.Send', '', 'r-` + col + `', gen_random_uuid(), gen_random_uuid(), now(), 'SUCCESSFUL')`
+		return `INSERT INTO plainjobs_jobresult (created_at, uuid, job_class, source, priority, queue, retries, retry_attempt, ` + col + `, job_request_uuid, job_process_uuid, ended_at, error, status)
+VALUES (now(), gen_random_uuid(), 'app.Send', '', 0, 'default', 0, 0, 'r-` + col + `', gen_random_uuid(), gen_random_uuid(), now(), '', 'SUCCESSFUL')`
 	})
 }
