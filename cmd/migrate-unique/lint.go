@@ -189,12 +189,72 @@ func lint(ctx context.Context, ac analyzer.Config, tags string, tests bool, args
 	if tags != "" {
 		cfg.BuildFlags = []string{"-tags=" + tags}
 	}
+	results, ok, err := lintLean(ac, *cfg, patterns)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		if results, err = lintFull(ac, cfg, target.Root, tags, patterns); err != nil {
+			return nil, err
+		}
+	}
+	wd, _ := os.Getwd()
+	type located struct {
+		lintFinding
+		abs string
+	}
+	seen := map[string]bool{}
+	var found []located
+	for _, r := range results {
+		for _, d := range r.diagnostics {
+			pos := r.pkg.Fset.Position(d.Pos)
+			key := fmt.Sprintf("%s:%d:%d:%s", pos.Filename, pos.Line, pos.Column, d.Message)
+			if seen[key] {
+				continue
+			}
+			seen[key] = true
+			found = append(found, located{lintFinding{
+				Package: strings.TrimSuffix(r.pkg.PkgPath, "_test"),
+				File:    displayPath(wd, pos.Filename), Line: pos.Line, Column: pos.Column,
+				Code: d.Category, Fixable: len(d.SuggestedFixes) > 0, Message: d.Message,
+			}, pos.Filename})
+		}
+	}
+	// Sorted on the absolute paths: the shown ones may climb out of the
+	// current directory (../queue/queue.go) and sort differently.
+	sort.SliceStable(found, func(i, j int) bool {
+		if found[i].abs != found[j].abs {
+			return found[i].abs < found[j].abs
+		}
+		if found[i].Line != found[j].Line {
+			return found[i].Line < found[j].Line
+		}
+		return found[i].Column < found[j].Column
+	})
+	findings := make([]lintFinding, len(found))
+	for i, f := range found {
+		findings[i] = f.lintFinding
+	}
+	return findings, nil
+}
+
+// lintResult is the diagnostics of one named package.
+type lintResult struct {
+	pkg         *packages.Package
+	diagnostics []analysis.Diagnostic
+}
+
+// lintFull loads the packages with go/packages (lintMode) and analyses them
+// with the checker, holding every package's syntax and types at once: the
+// path for loads lintLean does not take, and the one that reports load
+// errors.
+func lintFull(ac analyzer.Config, cfg *packages.Config, root, tags string, patterns []string) ([]lintResult, error) {
 	load := func(patterns []string) ([]*packages.Package, error) {
 		pkgs, err := packages.Load(cfg, patterns...)
 		if err != nil {
 			return nil, fmt.Errorf("load %s: %w", strings.Join(patterns, " "), err)
 		}
-		if problems := rewrite.Causes(pkgs, target.Root); len(problems) > 0 {
+		if problems := rewrite.Causes(pkgs, root); len(problems) > 0 {
 			return nil, &rewrite.LoadError{Tags: tags, Problems: problems}
 		}
 		return pkgs, nil
@@ -228,13 +288,7 @@ func lint(ctx context.Context, ac analyzer.Config, tags string, tests bool, args
 	if err != nil {
 		return nil, err
 	}
-	wd, _ := os.Getwd()
-	type located struct {
-		lintFinding
-		abs string
-	}
-	seen := map[string]bool{}
-	var found []located
+	var results []lintResult
 	for _, act := range graph.Roots {
 		if !named[act.Package.ID] {
 			continue
@@ -242,36 +296,9 @@ func lint(ctx context.Context, ac analyzer.Config, tags string, tests bool, args
 		if act.Err != nil {
 			return nil, fmt.Errorf("analyse %s: %w", act.Package.PkgPath, act.Err)
 		}
-		for _, d := range act.Diagnostics {
-			pos := act.Package.Fset.Position(d.Pos)
-			key := fmt.Sprintf("%s:%d:%d:%s", pos.Filename, pos.Line, pos.Column, d.Message)
-			if seen[key] {
-				continue
-			}
-			seen[key] = true
-			found = append(found, located{lintFinding{
-				Package: strings.TrimSuffix(act.Package.PkgPath, "_test"),
-				File:    displayPath(wd, pos.Filename), Line: pos.Line, Column: pos.Column,
-				Code: d.Category, Fixable: len(d.SuggestedFixes) > 0, Message: d.Message,
-			}, pos.Filename})
-		}
+		results = append(results, lintResult{act.Package, act.Diagnostics})
 	}
-	// Sorted on the absolute paths: the shown ones may climb out of the
-	// current directory (../queue/queue.go) and sort differently.
-	sort.SliceStable(found, func(i, j int) bool {
-		if found[i].abs != found[j].abs {
-			return found[i].abs < found[j].abs
-		}
-		if found[i].Line != found[j].Line {
-			return found[i].Line < found[j].Line
-		}
-		return found[i].Column < found[j].Column
-	})
-	findings := make([]lintFinding, len(found))
-	for i, f := range found {
-		findings[i] = f.lintFinding
-	}
-	return findings, nil
+	return results, nil
 }
 
 // unnamedOwnDeps lists the packages of the run's own modules (no module

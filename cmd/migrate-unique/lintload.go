@@ -1,0 +1,303 @@
+package main
+
+import (
+	"fmt"
+	"go/ast"
+	"go/token"
+	"go/types"
+	"os"
+
+	"golang.org/x/tools/go/gcexportdata"
+	"golang.org/x/tools/go/packages"
+
+	"github.com/migrate-unique/migrate-unique/analyzer"
+	"github.com/migrate-unique/migrate-unique/rewrite"
+)
+
+// lintMetaMode asks the go command for the package graph and the export
+// data of every package, and nothing go/packages would type-check itself:
+// loadLean does the type check.
+const lintMetaMode = packages.NeedName | packages.NeedFiles | packages.NeedCompiledGoFiles |
+	packages.NeedImports | packages.NeedDeps | packages.NeedModule | packages.NeedExportFile |
+	packages.NeedTypesSizes
+
+// lintLean is lint's load and analysis at the cost of go vet: it holds one
+// package's syntax and type information at a time, where go/packages and
+// the checker hold every named package's at once (and a package with tests
+// twice, as itself and as its test variant).
+//
+//  1. One go list (lintMetaMode) gives the package graph and every package's
+//     export data.
+//  2. The job model (analyzer.Config.ForProgram) is computed from a first,
+//     light type check of the named packages: declarations only, no
+//     function bodies, no types.Info. It keeps names, not types, so that
+//     type check is dropped once the model is built.
+//  3. Each package is then type-checked in full, analysed and dropped, in
+//     dependency order, one at a time, as the checker would analyse it
+//     (facts flow from a package to its importers).
+//
+// A package with tests is analysed once, as its test variant ("p [p.test]":
+// its own files and its in-package tests), and every package importing it
+// is type-checked against the test variant (its declarations plus those of
+// its test files); go/packages checks it twice.
+//
+// It returns ok=false, and the caller takes lintFull, when the load is one
+// it does not handle exactly as go/packages would: any package with an
+// error, a type error, a failed analysis. lintFull then reports the errors.
+func lintLean(ac analyzer.Config, cfg packages.Config, patterns []string) (results []lintResult, ok bool, err error) {
+	roots, ok := loadLean(cfg, patterns)
+	if !ok {
+		return nil, false, nil
+	}
+	named := make(map[string]bool, len(roots))
+	for _, p := range roots {
+		named[p.ID] = true
+	}
+	// As lintFull does: the unnamed packages of the run's own modules that
+	// the named ones import are loaded from source too.
+	if more := unnamedOwnDeps(roots, named); len(more) > 0 {
+		if roots, ok = loadLean(cfg, append(append([]string(nil), patterns...), more...)); !ok {
+			return nil, false, nil
+		}
+	}
+	source := map[*packages.Package]bool{}
+	for _, p := range roots {
+		source[p] = true
+	}
+	var all []*packages.Package // dependencies first
+	packages.Visit(roots, nil, func(p *packages.Package) { all = append(all, p) })
+	// As go/packages: the direct imports of a package from source have
+	// their types from export data, the others are empty placeholders.
+	needTypes := map[*packages.Package]bool{}
+	for p := range source {
+		for _, dep := range p.Imports {
+			needTypes[dep] = true
+		}
+	}
+	typeAll := func(full bool) bool {
+		fset := token.NewFileSet()
+		for _, p := range all {
+			p.Fset, p.Types, p.Syntax, p.TypesInfo = fset, types.NewPackage(p.PkgPath, p.Name), nil, nil
+		}
+		if full {
+			return true // one at a time, below
+		}
+		for _, p := range all {
+			switch {
+			case source[p]:
+				if !checkSource(p, false) {
+					return false
+				}
+			case needTypes[p]:
+				if readExport(p) != nil {
+					return false
+				}
+			}
+		}
+		return true
+	}
+
+	// 2. The job model, from declarations.
+	if !typeAll(false) {
+		return nil, false, nil
+	}
+	a, err := ac.ForProgram(roots)
+	if err != nil {
+		return nil, false, err
+	}
+
+	// 3. Each package in full, analysed, dropped.
+	typeAll(true)
+	facts := newFactStore()
+	for _, p := range all {
+		switch {
+		case source[p]:
+			if !checkSource(p, true) {
+				return nil, false, nil
+			}
+		case needTypes[p]:
+			if readExport(p) != nil {
+				return nil, false, nil
+			}
+		}
+		diags, err := facts.analyse(a, p)
+		if err != nil {
+			return nil, false, nil
+		}
+		if named[p.ID] && len(diags) > 0 {
+			results = append(results, lintResult{p, diags})
+		}
+		p.Syntax, p.TypesInfo = nil, nil
+	}
+	return results, true, nil
+}
+
+// loadLean lists the packages the patterns name with the go command and
+// returns the ones to analyse: the named packages less those their test
+// variants stand for, every import of such a package redirected to the
+// variant (the variant never imports the plain package, directly or not:
+// the go command recompiles for the test each package between them, so the
+// graph stays acyclic). ok is false when a package has an error.
+func loadLean(cfg packages.Config, patterns []string) (roots []*packages.Package, ok bool) {
+	cfg.Mode = lintMetaMode
+	cfg.ParseFile = nil
+	pkgs, err := packages.Load(&cfg, patterns...)
+	if err != nil || len(pkgs) == 0 {
+		return nil, false
+	}
+	clean := true
+	packages.Visit(pkgs, nil, func(p *packages.Package) {
+		if len(p.Errors) > 0 || p.PkgPath == "" || p.TypesSizes == nil {
+			clean = false
+		}
+	})
+	if !clean {
+		return nil, false
+	}
+	variant := map[string]*packages.Package{}
+	for _, p := range pkgs {
+		if p.ForTest != "" && p.PkgPath == p.ForTest && p.ID != p.PkgPath {
+			variant[p.PkgPath] = p
+		}
+	}
+	for _, p := range pkgs {
+		if v := variant[p.PkgPath]; v != nil && p.ID == p.PkgPath {
+			continue
+		}
+		roots = append(roots, p)
+	}
+	packages.Visit(pkgs, nil, func(p *packages.Package) {
+		for path, dep := range p.Imports {
+			if v := variant[dep.PkgPath]; v != nil && dep.ID == dep.PkgPath && v != p {
+				p.Imports[path] = v
+			}
+		}
+	})
+	return roots, true
+}
+
+// readExport completes p's types from its export data.
+func readExport(p *packages.Package) error {
+	if p.ExportFile == "" {
+		return fmt.Errorf("%s: no export data", p.ID)
+	}
+	f, err := os.Open(p.ExportFile)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	r, err := gcexportdata.NewReader(f)
+	if err != nil {
+		return err
+	}
+	view := map[string]*types.Package{}
+	seen := map[*packages.Package]bool{}
+	var visit func(map[string]*packages.Package)
+	visit = func(imports map[string]*packages.Package) {
+		for _, d := range imports {
+			if !seen[d] {
+				seen[d] = true
+				view[d.PkgPath] = d.Types
+				visit(d.Imports)
+			}
+		}
+	}
+	visit(p.Imports)
+	tpkg, err := gcexportdata.Read(r, p.Fset, view, p.PkgPath)
+	if err != nil {
+		return err
+	}
+	p.Types = tpkg
+	return nil
+}
+
+// checkSource parses and type-checks p as go/packages does for a package
+// named by the patterns (full), or its declarations only, ignoring errors;
+// false on any error of a full check.
+func checkSource(p *packages.Package, full bool) bool {
+	fset := p.Fset
+	var files []*ast.File
+	for _, name := range p.CompiledGoFiles {
+		src, err := os.ReadFile(name)
+		if err != nil {
+			return false
+		}
+		f, err := rewrite.ParseFile(fset, name, src)
+		if f == nil || (err != nil && full) {
+			return false
+		}
+		files = append(files, f)
+	}
+	var info *types.Info
+	if full {
+		info = &types.Info{
+			Types:        map[ast.Expr]types.TypeAndValue{},
+			Defs:         map[*ast.Ident]types.Object{},
+			Uses:         map[*ast.Ident]types.Object{},
+			Implicits:    map[ast.Node]types.Object{},
+			Instances:    map[*ast.Ident]types.Instance{},
+			Scopes:       map[ast.Node]*types.Scope{},
+			Selections:   map[*ast.SelectorExpr]*types.Selection{},
+			FileVersions: map[*ast.File]string{},
+		}
+	}
+	failed := false
+	tc := &types.Config{
+		Importer: importerFunc(func(path string) (*types.Package, error) {
+			if path == "unsafe" {
+				return types.Unsafe, nil
+			}
+			if d := p.Imports[path]; d != nil && d.Types != nil && d.Types.Complete() {
+				return d.Types, nil
+			}
+			return nil, fmt.Errorf("no metadata for %s", path)
+		}),
+		Error:            func(error) { failed = true },
+		Sizes:            p.TypesSizes,
+		IgnoreFuncBodies: !full,
+	}
+	if p.Module != nil && p.Module.GoVersion != "" {
+		tc.GoVersion = "go" + p.Module.GoVersion
+	}
+	if err := types.NewChecker(tc, fset, p.Types, info).Files(files); full && (err != nil || failed) {
+		return false
+	}
+	if !full {
+		files = declarationsOnly(files)
+	}
+	p.Syntax, p.TypesInfo, p.IllTyped = files, info, false
+	return true
+}
+
+type importerFunc func(path string) (*types.Package, error)
+
+func (f importerFunc) Import(path string) (*types.Package, error) { return f(path) }
+
+// declarationsOnly keeps, of a declarations-only type check's syntax, what
+// the job model reads (analyzer.Config.ForProgram: the file declaring a job
+// interface, for its generated-file comment and directives): the files that
+// declare a type other than a struct, without their function bodies.
+func declarationsOnly(files []*ast.File) []*ast.File {
+	var kept []*ast.File
+	for _, f := range files {
+		keep := false
+		for _, d := range f.Decls {
+			switch d := d.(type) {
+			case *ast.FuncDecl:
+				d.Body = nil
+			case *ast.GenDecl:
+				for _, spec := range d.Specs {
+					if ts, ok := spec.(*ast.TypeSpec); ok {
+						if _, isStruct := ts.Type.(*ast.StructType); !isStruct {
+							keep = true
+						}
+					}
+				}
+			}
+		}
+		if keep {
+			kept = append(kept, f)
+		}
+	}
+	return kept
+}
