@@ -115,6 +115,9 @@ type inspection struct {
 	skipColumn    bool
 	sessions      []session
 	serverVersion int
+	// access is what the connected role may do and the grants up needs
+	// (nil while a table of the layout is missing).
+	access *access
 }
 
 // session is another backend holding a lock on a table of the layout.
@@ -126,6 +129,14 @@ type session struct {
 	table   string
 	mode    string
 	query   string
+	// visible says pg_stat_activity shows the connected role this
+	// session's transaction (its role's, or every one with
+	// pg_read_all_stats); otherwise state, ages and query are unknown and
+	// only pg_locks speaks of it (see checkHidden).
+	visible bool
+	// role is the session's role ("" for a background process such as an
+	// autovacuum worker), vxid its transaction in pg_locks.
+	role, vxid string
 }
 
 func (in *inspection) table(name string) *tableInfo {
@@ -204,6 +215,11 @@ WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')`, l.Schema, 
 	if in.sessions, err = readSessions(ctx, q, l); err != nil {
 		return nil, err
 	}
+	if in.schemaExists && !slices.ContainsFunc(in.tables, func(t tableInfo) bool { return !t.exists }) {
+		if in.access, err = readAccess(ctx, q, in); err != nil {
+			return nil, err
+		}
+	}
 	return in, nil
 }
 
@@ -274,6 +290,11 @@ func readVersion(ctx context.Context, q querier, l layout.Resolved) (*versionRow
 // still counts.
 const yieldingAutovacuum = `(a.backend_type = 'autovacuum worker' AND coalesce(a.query, '') NOT LIKE '%to prevent wraparound%')`
 
+// thisDatabase matches (pg_locks lk) a lock in the connected database:
+// pg_locks shows every database's, and a relation's OID means nothing in
+// another one (databases copied from one template share them).
+const thisDatabase = `lk.database = (SELECT oid FROM pg_database WHERE datname = current_database())`
+
 // readSessions lists other sessions that hold or wait for a lock on a table
 // of the layout, with the age of their transaction.
 func readSessions(ctx context.Context, q querier, l layout.Resolved) ([]session, error) {
@@ -281,13 +302,14 @@ func readSessions(ctx context.Context, q querier, l layout.Resolved) ([]session,
 SELECT DISTINCT ON (a.pid, c.relname) a.pid, coalesce(a.state, ''), 
        coalesce(extract(epoch FROM now() - a.xact_start), 0)::float8,
        coalesce(extract(epoch FROM now() - a.state_change), 0)::float8,
-       c.relname::text, lk.mode, left(coalesce(a.query, ''), 120)
+       c.relname::text, lk.mode, left(coalesce(a.query, ''), 120),
+       `+sessionVisible+`, coalesce(quote_ident(a.usename::text), ''), lk.virtualtransaction
 FROM pg_locks lk
 JOIN pg_class c ON c.oid = lk.relation AND lk.database = (SELECT oid FROM pg_database WHERE datname = current_database())
 JOIN pg_namespace n ON n.oid = c.relnamespace
 JOIN pg_stat_activity a ON a.pid = lk.pid
-WHERE n.nspname = $1 AND c.relname = ANY ($2) AND lk.pid <> pg_backend_pid()
-  AND NOT `+yieldingAutovacuum+`
+WHERE n.nspname = $1 AND c.relname = ANY ($2) AND lk.pid <> pg_backend_pid() AND `+thisDatabase+`
+  AND NOT coalesce(`+yieldingAutovacuum+`, false)
 ORDER BY a.pid, c.relname`, l.Schema, l.Tables())
 	if err != nil {
 		return nil, fmt.Errorf("read the sessions on the layout's tables: %w", err)
@@ -297,7 +319,7 @@ ORDER BY a.pid, c.relname`, l.Schema, l.Tables())
 	for rows.Next() {
 		var s session
 		var xact, idle float64
-		if err := rows.Scan(&s.pid, &s.state, &xact, &idle, &s.table, &s.mode, &s.query); err != nil {
+		if err := rows.Scan(&s.pid, &s.state, &xact, &idle, &s.table, &s.mode, &s.query, &s.visible, &s.role, &s.vxid); err != nil {
 			return nil, fmt.Errorf("read the sessions on the layout's tables: %w", err)
 		}
 		s.xactAge = time.Duration(xact * float64(time.Second))
@@ -486,7 +508,7 @@ func (in *inspection) drift() []string {
 	if st := in.l.SkipTable(); st != "" && !in.skipColumn {
 		out = append(out, fmt.Sprintf("skip-metadata column %s.%s is missing", in.l.Table(st), layout.Ident(layout.SkipMetadataColumn)))
 	}
-	return out
+	return append(out, in.access.drift()...)
 }
 
 // equivalent returns a valid index on ci's table that counts as well as ours

@@ -70,8 +70,13 @@ type rebuildRule struct {
 // rebuilds what the cutover saved, inside a transaction). prefix are the
 // prefix indexes the key column's collation needs (FilesFor knows it;
 // Files assumes a bytewise key column). in is the database FilesFor read,
-// nil for Files.
+// nil for Files: with it, the files create as the queue's owner and grant
+// what up grants.
 func files(l layout.Resolved, rules []rebuildRule, prefix []countingIndex, in *inspection) (map[string]string, error) {
+	var acc *access
+	if in != nil {
+		acc = in.access
+	}
 	d := newTmplData(l, DefaultLockTimeout)
 	files := map[string]string{}
 	n := 0
@@ -89,7 +94,7 @@ func files(l layout.Resolved, rules []rebuildRule, prefix []countingIndex, in *i
 		}
 		return s
 	}
-	add("version_table", r("version_table.up.sql.tmpl", d), r("version_table.down.sql.tmpl", d))
+	add("version_table", acc.setRoleForVersionTable()+r("version_table.up.sql.tmpl", d), r("version_table.down.sql.tmpl", d))
 	counting := countingIndexes(l)
 	if isPlainJobs(l) {
 		// plain-jobs' 0007 indexes: the uuid ones are built here; the key
@@ -137,9 +142,9 @@ func files(l layout.Resolved, rules []rebuildRule, prefix []countingIndex, in *i
 		}
 		add(title, nothingToDo, "-- "+rule.comment+", rebuilt online before the cutover back attaches it.\n"+r("rebuild.down.sql.tmpl", dd))
 	}
-	add("runtime_tables", r("runtime.up.sql.tmpl", d), r("runtime.down.sql.tmpl", d))
+	add("runtime_tables", acc.setRole()+r("runtime.up.sql.tmpl", d)+acc.resetRole()+acc.grantSQL(false), r("runtime.down.sql.tmpl", d))
 	if d.SkipTable != "" {
-		add("skip_column", r("skip_column.up.sql.tmpl", d), "-- The skip-metadata column is dropped with the runtime tables, unless it holds skip records.\n")
+		add("skip_column", r("skip_column.up.sql.tmpl", d)+acc.grantSQL(true), "-- The skip-metadata column is dropped with the runtime tables, unless it holds skip records.\n")
 	}
 	add("analyze", r("analyze.up.sql.tmpl", d), nothingToDo)
 	add("duplicate_check", nothingToDo, r("duplicates.down.sql.tmpl", d))

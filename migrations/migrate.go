@@ -208,6 +208,9 @@ type runner struct {
 	pooler *PoolerError
 	// locked says the run holds its session advisory lock.
 	locked bool
+	// hiddenSeen is when the run first saw each lock holder it cannot see
+	// in pg_stat_activity (see hiddenLongHolder).
+	hiddenSeen map[holder]time.Time
 }
 
 // connect opens a second connection of the run (progress, cleanup), named
@@ -326,12 +329,13 @@ func (r *runner) holder(ctx context.Context) (*BusyError, error) {
 	var h BusyError
 	var age float64
 	err := r.conn.QueryRow(ctx, `SELECT a.pid, coalesce(a.application_name, ''), coalesce(a.state, ''), left(coalesce(a.query, ''), 200),
-       coalesce(extract(epoch FROM now() - CASE WHEN a.state = 'active' THEN a.query_start ELSE a.state_change END), 0)::float8
+       coalesce(extract(epoch FROM now() - CASE WHEN a.state = 'active' THEN a.query_start ELSE a.state_change END), 0)::float8,
+       NOT `+sessionVisible+`
 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
 WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 AND l.pid <> pg_backend_pid()
   AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
   AND l.classid::bigint = ($1::bigint >> 32) & 4294967295 AND l.objid::bigint = $1::bigint & 4294967295
-LIMIT 1`, r.lockID()).Scan(&h.PID, &h.Application, &h.State, &h.Query, &age)
+LIMIT 1`, r.lockID()).Scan(&h.PID, &h.Application, &h.State, &h.Query, &age, &h.Hidden)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
@@ -379,6 +383,9 @@ type BusyError struct {
 	// Orphaned says that the run that opened the session was on this host
 	// and its process no longer exists: nothing will ever use the session.
 	Orphaned bool
+	// Hidden says the connected role cannot see the session's state, query
+	// and age (another role's session, and no pg_read_all_stats).
+	Hidden bool
 }
 
 // Is makes errors.Is(err, ErrBusy) true.
@@ -393,6 +400,9 @@ func (e *BusyError) Error() string {
 	what := fmt.Sprintf("backend pid %d, %s for %s", e.PID, e.State, e.Age.Round(time.Second))
 	if e.Query != "" {
 		what += fmt.Sprintf(": %q", e.Query)
+	}
+	if e.Hidden {
+		what = fmt.Sprintf("backend pid %d of another role: its state, query and age are hidden from this role without pg_read_all_stats", e.PID)
 	}
 	end := fmt.Sprintf("SELECT pg_terminate_backend(%d)", e.PID)
 	if e.Orphaned {
@@ -465,12 +475,11 @@ func (r *runner) longHolder(ctx context.Context, tables []string) (*HolderError,
 	var age float64
 	err := r.conn.QueryRow(ctx, `SELECT a.pid, lk.relation::regclass::text, lk.mode, extract(epoch FROM now() - a.xact_start)::float8, left(coalesce(a.query, ''), 120)
 FROM pg_locks lk JOIN pg_stat_activity a ON a.pid = lk.pid
-WHERE lk.granted AND lk.pid <> pg_backend_pid() AND lk.relation IN (SELECT unnest($1::text[])::regclass)
-  AND lk.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+WHERE lk.granted AND lk.pid <> pg_backend_pid() AND lk.relation IN (SELECT unnest($1::text[])::regclass) AND `+thisDatabase+`
   AND a.xact_start < now() - make_interval(secs => $2) AND NOT `+yieldingAutovacuum+`
 ORDER BY a.xact_start LIMIT 1`, tables, r.lockWait(1).Seconds()).Scan(&h.PID, &h.Table, &h.Mode, &age, &h.Query)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil
+		return r.hiddenLongHolder(ctx, tables)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read the lock holders: %w", err)

@@ -99,7 +99,7 @@ func upSteps(in *inspection, opts Options) ([]step, error) {
 	if err != nil {
 		return nil, err
 	}
-	steps = append(steps, step{name: "version table", table: l.Table(layout.VersionTable), lock: "none on the queue", kind: stepTx, sql: sql, createsVersionTable: true})
+	steps = append(steps, step{name: "version table", table: l.Table(layout.VersionTable), lock: "none on the queue", kind: stepTx, sql: in.access.setRoleForVersionTable() + sql, createsVersionTable: true})
 	if isPlainJobs(l) {
 		// plain-jobs' 0007 indexes, its two (job_class, key) ones the
 		// counting indexes (plainjobs0007.go).
@@ -170,19 +170,33 @@ func upSteps(in *inspection, opts Options) ([]step, error) {
 	if sql, err = render("runtime.up.sql.tmpl", d); err != nil {
 		return nil, err
 	}
-	rt := step{name: "runtime tables", table: runtimeTableList(d), lock: "none on the queue", kind: stepTx, sql: sql, skip: "already created"}
+	grants := in.access.grantSQL(false)
+	rt := step{name: "runtime tables", table: runtimeTableList(d), lock: "none on the queue", kind: stepTx,
+		sql: in.access.setRole() + sql + in.access.resetRole() + grants, skip: "already created"}
 	for _, t := range runtimeTables {
 		if !in.runtime[t.name] {
 			rt.skip = ""
 		}
+	}
+	if rt.skip != "" && grants != "" {
+		rt.name, rt.sql, rt.skip = "runtime tables: grants", grants, ""
 	}
 	steps = append(steps, rt)
 	if d.SkipTable != "" {
 		if sql, err = render("skip_column.up.sql.tmpl", d); err != nil {
 			return nil, err
 		}
-		steps = append(steps, step{name: "skip-metadata column", table: d.SkipTable, lock: "ACCESS EXCLUSIVE (short, adds a NULL column)",
-			kind: stepTx, sql: sql, exclusive: []string{d.SkipTable}, skip: map[bool]string{true: "already added"}[in.skipColumn]})
+		grants := in.access.grantSQL(true)
+		sc := step{name: "skip-metadata column", table: d.SkipTable, lock: "ACCESS EXCLUSIVE (short, adds a NULL column)",
+			kind: stepTx, sql: sql + grants, exclusive: []string{d.SkipTable}}
+		switch {
+		case in.skipColumn && grants != "":
+			// Only its grants are missing: no lock on the queue.
+			sc.name, sc.lock, sc.sql, sc.exclusive = "skip-metadata column: grants", "none on the queue", grants, nil
+		case in.skipColumn:
+			sc.skip = "already added"
+		}
+		steps = append(steps, sc)
 	}
 	if sql, err = render("analyze.up.sql.tmpl", d); err != nil {
 		return nil, err
@@ -294,9 +308,13 @@ func (r *runner) preflight(ctx context.Context, direction string) (*inspection, 
 			}
 		}
 	}
+	fs = append(fs, in.access.findings(in, direction)...)
 	for _, s := range in.sessions {
 		if direction == "sql" {
 			break // writing files takes no lock
+		}
+		if !s.visible {
+			continue // checkHidden watches it in pg_locks
 		}
 		switch {
 		case s.state == "idle in transaction" && s.idleAge > r.opts.LongTransaction:
@@ -304,6 +322,13 @@ func (r *runner) preflight(ctx context.Context, direction string) (*inspection, 
 		case s.xactAge > r.opts.LongTransaction:
 			fatal("session pid %d has been in a transaction for %s holding %s on %s (%q); it would stall the index builds and the cutover: wait for it or end it", s.pid, s.xactAge.Round(time.Second), s.mode, l.Table(s.table), s.query)
 		}
+	}
+	if direction == "up" || direction == "down" {
+		hidden, err := r.checkHidden(ctx, in, direction)
+		if err != nil {
+			return nil, nil, err
+		}
+		fs = append(fs, hidden...)
 	}
 	if hasFatal(fs) {
 		return nil, fs, &PreflightError{Findings: fs}

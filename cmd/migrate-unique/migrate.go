@@ -362,7 +362,10 @@ with x-migrations-table). Refuses a DIR that holds other .sql files.
 Needs no database. With --database it reads (only reads) the layout's
 unique rules there, so that the down files rebuild each of them
 CONCURRENTLY, for any layout; without it that holds for plain-jobs' layout
-only, and other layouts' down rebuilds the rules inside a transaction.`
+only, and other layouts' down rebuilds the rules inside a transaction.
+With --database it also reads the roles that use the queue's tables and
+writes the GRANTs up makes on the runtime's tables (a grants file);
+without it the files grant nothing.`
 
 func runSQL(ctx context.Context, e *env, args []string) error {
 	fs := newFlagSet(e, "sql", sqlUsage)
@@ -418,6 +421,9 @@ func runSQL(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintln(e.stdout, filepath.Join(*dir, n))
 	}
 	fmt.Fprintf(e.stdout, "wrote %d files for %s\n", len(names), describeLayout(l))
+	if *database == "" {
+		fmt.Fprintf(e.stdout, "note: written without --database, the files grant the runtime's tables to no role: a role with DML on the queue's tables only would fail to enqueue (42501) until granted; write them with --database to include the grants\n")
+	}
 	return nil
 }
 
