@@ -11,7 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -221,11 +220,13 @@ func (c *Client) EnqueueManyTx(ctx context.Context, db DB, jobs []Job) (res []Re
 	}()
 
 	res, err = c.enqueue(ctx, db, jobs, trace.SpanContextFromContext(ctx))
-	if err != nil && isStaleSchema(err) && !db.InTx() {
-		// The migration renamed a column under us: read the catalog again.
+	for retry := 0; err != nil && isStaleSchema(err) && !db.InTx() && retry < staleRetries; retry++ {
+		// The migration renamed a column or dropped a table under us:
+		// read the catalog again.
 		c.forget()
 		res, err = c.enqueue(ctx, db, jobs, trace.SpanContextFromContext(ctx))
-	} else if err != nil && isStaleSchema(err) {
+	}
+	if err != nil && isStaleSchema(err) {
 		c.forget()
 	}
 	if err != nil {
@@ -245,11 +246,20 @@ func (c *Client) EnqueueManyTx(ctx context.Context, db DB, jobs []Job) (res []Re
 	return res, nil
 }
 
+// staleRetries bounds the statements retried after the schema changed
+// under them, each after reading the catalog again. One migration changes
+// what the runtime names more than once within milliseconds (down renames
+// the key column back, then drops the runtime's tables), and a statement
+// that waited for the first change can find the second on its retry.
+const staleRetries = 3
+
 // isStaleSchema reports an error from a column or table the cached schema
-// named and the database no longer has.
+// named and the database no longer has. The SQLSTATE is read as every
+// driver reports it (see sqlState), so a client over database/sql with
+// lib/pq recovers as one over pgx does.
 func isStaleSchema(err error) bool {
-	var pe *pgconn.PgError
-	return errors.As(err, &pe) && (pe.Code == "42703" || pe.Code == "42P01")
+	code := sqlState(err)
+	return code == "42703" || code == "42P01"
 }
 
 // loadSchema returns the cached catalog view, reading it on first use.
@@ -520,9 +530,8 @@ func errorType(err error) string {
 			return e.name
 		}
 	}
-	var st interface{ SQLState() string }
-	if errors.As(err, &st) {
-		return st.SQLState()
+	if code := sqlState(err); code != "" {
+		return code
 	}
 	return "_OTHER"
 }

@@ -149,6 +149,5 @@ func isIsolationError(err error) bool {
 // isLockTimeout reports a lock_timeout error (SQLSTATE 55P03), whichever
 // driver reports it.
 func isLockTimeout(err error) bool {
-	var st interface{ SQLState() string }
-	return errors.As(err, &st) && st.SQLState() == "55P03"
+	return sqlState(err) == "55P03"
 }

@@ -109,8 +109,7 @@ func (o *Overrides) Get(ctx context.Context, group string) (ov Override, ok bool
 // explainMissing adds the fix to a missing-table error (SQLSTATE 42P01 or
 // 3F000, whichever driver reports it): the migration has not run.
 func explainMissing(schema string, err error) error {
-	var st interface{ SQLState() string }
-	if errors.As(err, &st) && (st.SQLState() == "42P01" || st.SQLState() == "3F000") {
+	if code := sqlState(err); code == "42P01" || code == "3F000" {
 		return fmt.Errorf("the runtime tables (%s, %s, %s) are missing in schema %q; run 'migrate-unique up' first: %w",
 			layout.SlotsTable, layout.LimitsTable, layout.ReschedulesTable, schema, err)
 	}

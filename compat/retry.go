@@ -387,7 +387,7 @@ func (c *Client) inTx(ctx context.Context, f func(tx DB, s *schema) error) error
 		return tx.Commit(ctx)
 	}
 	err := attempt()
-	if err != nil && isStaleSchema(err) {
+	for retry := 0; err != nil && isStaleSchema(err) && retry < staleRetries; retry++ {
 		c.forget()
 		err = attempt()
 	}

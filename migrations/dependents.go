@@ -2,6 +2,7 @@ package migrations
 
 import (
 	"context"
+	"strings"
 
 	"github.com/migrate-unique/migrate-unique/layout"
 	"github.com/migrate-unique/migrate-unique/migrations/internal/dependents"
@@ -49,7 +50,7 @@ func (r *runner) dependentFindings(ctx context.Context, in *inspection, directio
 	}
 	out := make([]Finding, 0, len(found))
 	for _, f := range found {
-		out = append(out, Finding{Fatal: f.Outcome == dependents.Refused, Message: f.Message})
+		out = append(out, Finding{Fatal: f.Outcome == dependents.Refused, Kind: strings.ReplaceAll(f.Kind, " ", "_"), Object: f.Object, Message: f.Message})
 	}
 	return out, nil
 }

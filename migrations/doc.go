@@ -24,6 +24,22 @@
 // note, one that would break the queue's next insert or stop the run
 // half-way is a refusal (a *PreflightError), which Plan lists too.
 //
+// Cancelling the context of Up, Down, Plan, Status or FilesFor ends the
+// call soon and leaves nothing running on the server: the statement in
+// progress is sent a cancel request (PostgreSQL's, the one psql sends on
+// Ctrl-C) and the call waits for the server to end it, at most 30
+// seconds, before returning. The error of Up and Down then satisfies
+// errors.Is(err, context.Canceled) (or context.DeadlineExceeded) and wraps
+// the server's 57014 when the server cancelled a statement; that of Plan,
+// Status and FilesFor wraps one or the other. A transaction in progress is
+// rolled back, and Up and Down release their run lock before returning, so
+// the next run can start at once; an index build that was cancelled leaves
+// an INVALID index, which the next run drops and rebuilds (Down drops a
+// cancelled unique rule's INVALID index itself, waiting at most
+// Options.LockTimeout and never more than 10 seconds). Only
+// when the server does not answer within that time is the connection
+// dropped; the run's output then names the session that may go on.
+//
 // The statements come from the templates in templates/, which also render
 // the golang-migrate files of Files (one statement per file wherever
 // CONCURRENTLY is involved); plainjobs/ holds them for plain-jobs' layout.

@@ -20,7 +20,8 @@ import (
 // counting indexes Up built, and drops the runtime's tables and column unless
 // they hold operator data (Report.Kept lists what stayed). On a legacy
 // database it changes nothing.
-func Down(ctx context.Context, databaseURL string, l layout.Layout, opts Options) (*Report, error) {
+func Down(ctx context.Context, databaseURL string, l layout.Layout, opts Options) (_ *Report, err error) {
+	defer func() { err = interrupted(ctx, err) }()
 	start := time.Now()
 	r, in, rep, err := begin(ctx, databaseURL, l, opts, "down")
 	if err != nil {

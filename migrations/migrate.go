@@ -193,6 +193,8 @@ type runner struct {
 	opts Options
 	conn *pgx.Conn
 	pid  uint32
+	// appName is the run's application_name (see applicationName).
+	appName string
 	// direction is "up" or "down" for a run that changes the database.
 	direction string
 	// versionTable says the version table (with its step columns) exists,
@@ -211,8 +213,10 @@ type runner struct {
 	hiddenSeen map[holder]time.Time
 }
 
-func connect(ctx context.Context, url string) (*pgx.Conn, error) {
-	return pgurl.Connect(ctx, url, "")
+// connect opens a second connection of the run (progress, cleanup), named
+// as the run's own in pg_stat_activity.
+func (r *runner) connect(ctx context.Context) (*pgx.Conn, error) {
+	return pgurl.Connect(ctx, r.url, r.appName)
 }
 
 // applicationName names a run's session in pg_stat_activity, with the
@@ -239,11 +243,12 @@ func newRunner(ctx context.Context, url string, l layout.Layout, opts Options, d
 	if err != nil {
 		return nil, err
 	}
-	conn, err := pgurl.Connect(ctx, url, applicationName(direction))
+	appName := applicationName(direction)
+	conn, err := pgurl.Connect(ctx, url, appName)
 	if err != nil {
 		return nil, err
 	}
-	r := &runner{url: url, l: rl, opts: opts.withDefaults(), conn: conn, pid: conn.PgConn().PID()}
+	r := &runner{url: url, l: rl, opts: opts.withDefaults(), conn: conn, pid: conn.PgConn().PID(), appName: appName}
 	// Through a pooler, the process id the connection was given is the
 	// pooler's, not the server process's that runs the statements.
 	var serverPID uint32
@@ -411,6 +416,11 @@ func (e *BusyError) Error() string {
 }
 
 func (r *runner) close() {
+	if r.conn != nil && r.conn.IsClosed() && r.locked {
+		// The server did not answer a cancel request within
+		// pgurl.CancelWait (or the connection broke): its session may go on.
+		r.printf("the connection to the server was lost before its statement was seen to end: its session (backend pid %d) may still run it and hold the run lock; 'migrate-unique status' shows it, and SELECT pg_cancel_backend(%d) ends the statement\n", r.pid, r.pid)
+	}
 	if r.conn != nil {
 		// Unlock before closing: a backend exits asynchronously, and a run
 		// started right after this one must not find the lock still held.
@@ -626,7 +636,7 @@ func (r *runner) runTx(ctx context.Context, s step, attempt int, last bool) (hel
 		}
 	}
 	var acquired time.Time
-	err = pgx.BeginFunc(ctx, r.conn, func(tx pgx.Tx) error {
+	err = r.inTx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL lock_timeout = '%dms'", ms)); err != nil {
 			return err
 		}
@@ -661,6 +671,44 @@ func (r *runner) runTx(ctx context.Context, s step, attempt int, last bool) (hel
 	return held, nil
 }
 
+// interrupted makes the error of a run whose context is done say so to
+// errors.Is (context.Canceled or context.DeadlineExceeded), whatever ended
+// the run: the server's cancellation of its statement (57014), the context
+// itself, or a failure that followed. Its text is err's.
+func interrupted(ctx context.Context, err error) error {
+	if err == nil || ctx.Err() == nil || errors.Is(err, ctx.Err()) {
+		return err
+	}
+	return &interruptedError{err: err, ctxErr: ctx.Err()}
+}
+
+type interruptedError struct{ err, ctxErr error }
+
+func (e *interruptedError) Error() string   { return e.err.Error() }
+func (e *interruptedError) Unwrap() []error { return []error{e.err, e.ctxErr} }
+
+// inTx runs fn in a transaction and commits it. On failure it rolls back
+// even when ctx is done (an interrupt): rolled back with a done context,
+// pgx would drop the connection instead, and the run would lose the
+// orderly release of its run lock.
+func (r *runner) inTx(ctx context.Context, fn func(pgx.Tx) error) (err error) {
+	tx, err := r.conn.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pgurl.CancelWait)
+			defer cancel()
+			_ = tx.Rollback(rctx)
+		}
+	}()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
 // runConcurrent runs one CONCURRENTLY statement, first dropping an invalid
 // leftover of the index it builds, with index build progress on Out.
 func (r *runner) runConcurrent(ctx context.Context, s step) error {
@@ -688,15 +736,20 @@ func (r *runner) runConcurrent(ctx context.Context, s step) error {
 	return err
 }
 
+// dropAfterInterruptWait bounds the wait of dropCancelledUnique.
+const dropAfterInterruptWait = 10 * time.Second
+
 // dropCancelledUnique drops the INVALID unique index a cancelled rebuild
 // (Ctrl-C during down) left behind: until then it rejects duplicates of new
 // rows, so enqueues over a limit of 1 would fail with 23505. It waits at
-// most LockTimeout (DROP INDEX CONCURRENTLY waits for older transactions);
-// what it cannot drop, status shows and the next run drops.
+// most LockTimeout, and never more than dropAfterInterruptWait (DROP INDEX
+// CONCURRENTLY waits for older transactions; an interrupted command must
+// end soon), then cancels the drop on the server; what it cannot drop,
+// status shows and the next run drops.
 func (r *runner) dropCancelledUnique(index string) {
-	ctx, cancel := context.WithTimeout(context.Background(), max(r.opts.LockTimeout, time.Second))
+	ctx, cancel := context.WithTimeout(context.Background(), min(max(r.opts.LockTimeout, time.Second), dropAfterInterruptWait))
 	defer cancel()
-	conn, err := connect(ctx, r.url)
+	conn, err := r.connect(ctx)
 	if err != nil {
 		return
 	}

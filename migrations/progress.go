@@ -23,7 +23,7 @@ func (r *runner) watchProgress(ctx context.Context, name string) (stop func()) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		conn, err := connect(ctx, r.url)
+		conn, err := r.connect(ctx)
 		if err != nil {
 			return
 		}

@@ -16,7 +16,8 @@ import (
 // runtime's tables, ANALYZE. Every step is idempotent: after a kill, run it
 // again. On an already migrated database it changes nothing and returns a
 // report whose Before is Migrated.
-func Up(ctx context.Context, databaseURL string, l layout.Layout, opts Options) (*Report, error) {
+func Up(ctx context.Context, databaseURL string, l layout.Layout, opts Options) (_ *Report, err error) {
+	defer func() { err = interrupted(ctx, err) }()
 	start := time.Now()
 	r, in, rep, err := begin(ctx, databaseURL, l, opts, "up")
 	if err != nil {

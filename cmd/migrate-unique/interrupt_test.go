@@ -59,8 +59,15 @@ type child struct {
 // paused before step pause (0: not paused).
 func startChild(t *testing.T, pause int, args ...string) *child {
 	t.Helper()
-	c := &child{cmd: exec.Command(os.Args[0], args...), lines: make(chan string, 1000), done: make(chan struct{})}
-	c.cmd.Env = append(os.Environ(), childEnv+"=1", fmt.Sprintf("%s=%d", childPauseEnv, pause))
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), childEnv+"=1", fmt.Sprintf("%s=%d", childPauseEnv, pause))
+	return startCommand(t, cmd)
+}
+
+// startCommand starts cmd, collecting its output line by line.
+func startCommand(t *testing.T, cmd *exec.Cmd) *child {
+	t.Helper()
+	c := &child{cmd: cmd, lines: make(chan string, 1000), done: make(chan struct{})}
 	outR, err := c.cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -127,8 +134,9 @@ func (c *child) output() string {
 	return c.stdout.String() + c.stderr.String()
 }
 
-// interrupt sends sig and waits for the child to exit: SIGINT must end it
-// with exit 1 and say it was interrupted; SIGKILL ends it at once.
+// interrupt sends sig and waits for the child to exit: SIGINT and SIGTERM
+// must end it with exit 1 and say it was interrupted; SIGKILL ends it at
+// once.
 func (c *child) interrupt(t *testing.T, sig syscall.Signal) {
 	t.Helper()
 	if err := c.cmd.Process.Signal(sig); err != nil {
@@ -139,8 +147,8 @@ func (c *child) interrupt(t *testing.T, sig syscall.Signal) {
 	case <-time.After(2 * time.Minute):
 		t.Fatalf("the child did not exit after %v:\n%s", sig, c.output())
 	}
-	if sig == syscall.SIGINT && (c.code != 1 || !strings.Contains(c.output(), "interrupted")) {
-		t.Fatalf("after SIGINT the child exited %d, want 1 saying it was interrupted:\n%s", c.code, c.output())
+	if sig != syscall.SIGKILL && (c.code != 1 || !strings.Contains(c.output(), "interrupted")) {
+		t.Fatalf("after %v the child exited %d, want 1 saying it was interrupted:\n%s", sig, c.code, c.output())
 	}
 }
 

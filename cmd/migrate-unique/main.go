@@ -79,9 +79,24 @@ func main() {
 
 // runProcess runs one command line as the process does: on the real
 // standard outputs, cancelled by SIGINT or SIGTERM.
+//
+// The first signal cancels the command's context: a statement running on
+// the server is sent a cancel request and the command waits for it to end
+// (see pgurl.CancelOnDone), so nothing of the run outlives the process. A
+// second signal ends the process at once, as signals do by default.
 func runProcess(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		select {
+		case <-ctx.Done():
+			stop()
+			fmt.Fprintln(os.Stderr, "migrate-unique: interrupted; stopping (a statement running on the server is cancelled first: interrupt again to quit at once and leave it running)")
+		case <-done:
+		}
+	}()
 	e := &env{stdout: os.Stdout, stderr: os.Stderr, isTerminal: isTerminal(os.Stdout)}
 	return run(ctx, e, args)
 }

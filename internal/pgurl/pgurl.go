@@ -22,6 +22,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 )
 
 // EnvVar is the environment variable --database falls back to.
@@ -186,13 +187,32 @@ func unambiguousHost(rest string) string {
 	return host
 }
 
+// CancelWait bounds how long a statement whose context is done may take to
+// end on the server once it has been sent a cancel request (see
+// CancelOnDone); after it the connection is dropped.
+const CancelWait = 30 * time.Second
+
+// CancelOnDone makes the connections of cfg send the server a cancel
+// request as soon as the context of a running statement is done, and wait
+// (at most CancelWait) for the server to end the statement before the call
+// returns: the statement fails with SQLSTATE 57014 and the connection stays
+// usable. pgx's default only drops the connection, and the server goes on
+// with the statement until it next writes to the client (a CREATE INDEX
+// CONCURRENTLY runs to its end, holding the session's locks).
+func CancelOnDone(cfg *pgconn.Config) {
+	cfg.BuildContextWatcherHandler = func(pc *pgconn.PgConn) ctxwatch.Handler {
+		return &pgconn.CancelRequestContextWatcherHandler{Conn: pc, DeadlineDelay: CancelWait}
+	}
+}
+
 // Connect parses s and connects. Statements run in pgx's exec mode (each
 // one a single round trip with an unnamed statement), so no prepared
 // statement outlives its statement on the server connection: through a
 // transaction-mode pooler, named statements left on a server connection
 // collide with the next client's (42P05) or are missing on the next one's
 // (26000). applicationName, when not empty, names the session in
-// pg_stat_activity. While the server has no connection slot to spare
+// pg_stat_activity. A statement whose context is done is cancelled on the
+// server (CancelOnDone). While the server has no connection slot to spare
 // (53300, too many clients) it tries again for about ten seconds. Errors
 // never show the password.
 func Connect(ctx context.Context, s, applicationName string) (*pgx.Conn, error) {
@@ -201,6 +221,7 @@ func Connect(ctx context.Context, s, applicationName string) (*pgx.Conn, error) 
 		return nil, err
 	}
 	cfg.DefaultQueryExecMode = pgx.QueryExecModeExec
+	CancelOnDone(&cfg.Config)
 	if applicationName != "" {
 		cfg.RuntimeParams["application_name"] = applicationName
 	}

@@ -153,3 +153,23 @@ END $$;
 CREATE TRIGGER jobs_require_key BEFORE INSERT ON jobs FOR EACH ROW WHEN (NEW.job_type = 'keyed') EXECUTE FUNCTION jobs_require_key();`)
 	expectRefused(t, url, legacy.SingleTable, `function "public"."jobs_require_key"() (trigger "jobs_require_key" on "public"."jobs") names unique_key`)
 }
+
+// plan --down lists down's refusal, with its kind and object.
+func TestPlanDownListsAFunctionWrittenAgainstConcurrencyKey(t *testing.T) {
+	ctx := context.Background()
+	url := queue(t, legacy.SingleTable, "")
+	if _, err := migrations.Up(ctx, url, legacy.SingleTable.Layout, migrations.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	exec(t, url, strings.ReplaceAll(keyTrigger, "unique_key", "concurrency_key"))
+	plan, err := migrations.PlanDown(ctx, url, legacy.SingleTable.Layout, migrations.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range plan.Findings {
+		if f.Fatal && f.Kind == "function" && f.Object == `"public"."jobs_key_check"()` && strings.Contains(f.Message, "after down renames the column to unique_key") {
+			return
+		}
+	}
+	t.Fatalf("plan --down lists no refusal over the trigger function:\n%s", findings(plan.Findings))
+}

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/migrate-unique/migrate-unique/internal/pgurl"
 	"github.com/migrate-unique/migrate-unique/internal/testdb"
 	"github.com/migrate-unique/migrate-unique/layout"
@@ -87,7 +85,7 @@ var demoTables = []string{layout.PlainJobsRequests, layout.PlainJobsProcesses, l
 // checkEmpty refuses a database that already holds one of the demo's
 // tables: the demo creates them itself and must never touch a real queue.
 func checkEmpty(ctx context.Context, u string) error {
-	conn, err := pgx.Connect(ctx, u)
+	conn, err := pgurl.Connect(ctx, u, "")
 	if err != nil {
 		return fmt.Errorf("connect to --database: %w", pgurl.RedactError(u, err))
 	}

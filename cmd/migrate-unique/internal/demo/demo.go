@@ -109,6 +109,7 @@ func Run(ctx context.Context, o Options) (err error) {
 		return pgurl.RedactError(d.url, err)
 	}
 	cfg.MaxConns = 8
+	pgurl.CancelOnDone(&cfg.ConnConfig.Config)
 	d.pool, err = pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return pgurl.RedactError(d.url, err)
