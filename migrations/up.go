@@ -254,22 +254,24 @@ func (r *runner) preflight(ctx context.Context, direction string) (*inspection, 
 		return nil, nil, nf
 	}
 	var fs []Finding
-	fatal := func(format string, args ...any) {
-		fs = append(fs, Finding{Fatal: true, Message: fmt.Sprintf(format, args...)})
+	fatal := func(kind, format string, args ...any) {
+		fs = append(fs, Finding{Fatal: true, Kind: kind, Message: fmt.Sprintf(format, args...)})
 	}
-	note := func(format string, args ...any) { fs = append(fs, Finding{Message: fmt.Sprintf(format, args...)}) }
+	note := func(kind, format string, args ...any) {
+		fs = append(fs, Finding{Kind: kind, Message: fmt.Sprintf(format, args...)})
+	}
 	for _, t := range in.tables {
 		if !t.columns[l.ClassColumn] {
-			fatal("table %s has no class column %s (set --class-column)", l.Table(t.name), layout.Ident(l.ClassColumn))
+			fatal("class_column", "table %s has no class column %s (set --class-column)", l.Table(t.name), layout.Ident(l.ClassColumn))
 		}
 		if l.SingleTable() && !t.columns[l.StateColumn] {
-			fatal("table %s has no state column %s (set --state-column)", l.Table(t.name), layout.Ident(l.StateColumn))
+			fatal("state_column", "table %s has no state column %s (set --state-column)", l.Table(t.name), layout.Ident(l.StateColumn))
 		}
 		switch {
 		case t.columns[layout.LegacyKeyColumn] && t.columns[layout.KeyColumn]:
-			fatal("table %s has both %s and %s; the tool cannot tell which one is the key: drop or rename the one that is not", l.Table(t.name), layout.LegacyKeyColumn, layout.KeyColumn)
+			fatal("key_column", "table %s has both %s and %s; the tool cannot tell which one is the key: drop or rename the one that is not", l.Table(t.name), layout.LegacyKeyColumn, layout.KeyColumn)
 		case !t.columns[layout.LegacyKeyColumn] && !t.columns[layout.KeyColumn]:
-			fatal("table %s has no key column %s (nor %s): is this the right table?", l.Table(t.name), layout.LegacyKeyColumn, layout.KeyColumn)
+			fatal("key_column", "table %s has no key column %s (nor %s): is this the right table?", l.Table(t.name), layout.LegacyKeyColumn, layout.KeyColumn)
 		}
 	}
 	if !hasFatal(fs) && (direction == "up" || direction == "down") {
@@ -283,28 +285,28 @@ func (r *runner) preflight(ctx context.Context, direction string) (*inspection, 
 		stopped := in.stoppedRun()
 		switch {
 		case in.direction() == direction:
-			note("%s; this run finishes it", stopped)
+			note("stopped_run", "%s; this run finishes it", stopped)
 		case direction == "up" || direction == "down":
-			note("%s; %s takes the layout the other way from where it stopped", stopped, direction)
+			note("stopped_run", "%s; %s takes the layout the other way from where it stopped", stopped, direction)
 		}
 	}
 	for _, d := range in.drift() {
-		note("drift: %s; up repairs it", d)
+		note("drift", "drift: %s; up repairs it", d)
 	}
 	for _, name := range in.invalidOurs() {
-		note("index %s is an invalid leftover of an interrupted build; it will be dropped and rebuilt", name)
+		note("invalid_leftover", "index %s is an invalid leftover of an interrupted build; it will be dropped and rebuilt", name)
 	}
 	for _, t := range in.tables {
 		for _, ix := range in.indexes[t.name] {
 			if !ix.valid && ix.coversKey() && !isOurs(l, ix) {
-				note("index %s on %s is INVALID and not ours; the migration ignores it (drop it with DROP INDEX CONCURRENTLY)", layout.Ident(ix.name), l.Table(t.name))
+				note("invalid_index", "index %s on %s is INVALID and not ours; the migration ignores it (drop it with DROP INDEX CONCURRENTLY)", layout.Ident(ix.name), l.Table(t.name))
 			}
 			if direction == "up" && ix.unique && !ix.primary && ix.coversKey() {
 				what := "unique index"
 				if ix.constraint != "" {
 					what = "unique constraint"
 				}
-				note("%s %s (%s) will be dropped at the cutover and saved for down", what, layout.Ident(ix.name), ix.definition)
+				note("unique_rule", "%s %s (%s) will be dropped at the cutover and saved for down", what, layout.Ident(ix.name), ix.definition)
 			}
 		}
 	}
@@ -318,9 +320,9 @@ func (r *runner) preflight(ctx context.Context, direction string) (*inspection, 
 		}
 		switch {
 		case s.state == "idle in transaction" && s.idleAge > r.opts.LongTransaction:
-			fatal("session pid %d is idle in a transaction for %s holding %s on %s; it would stall the index builds and the cutover: end it (SELECT pg_terminate_backend(%d)) or wait", s.pid, s.idleAge.Round(time.Second), s.mode, l.Table(s.table), s.pid)
+			fatal("long_transaction", "session pid %d is idle in a transaction for %s holding %s on %s; it would stall the index builds and the cutover: end it (SELECT pg_terminate_backend(%d)) or wait", s.pid, s.idleAge.Round(time.Second), s.mode, l.Table(s.table), s.pid)
 		case s.xactAge > r.opts.LongTransaction:
-			fatal("session pid %d has been in a transaction for %s holding %s on %s (%q); it would stall the index builds and the cutover: wait for it or end it", s.pid, s.xactAge.Round(time.Second), s.mode, l.Table(s.table), s.query)
+			fatal("long_transaction", "session pid %d has been in a transaction for %s holding %s on %s (%q); it would stall the index builds and the cutover: wait for it or end it", s.pid, s.xactAge.Round(time.Second), s.mode, l.Table(s.table), s.query)
 		}
 	}
 	if direction == "up" || direction == "down" {

@@ -286,7 +286,7 @@ func TestPlanPredictsUp(t *testing.T) {
 	}
 	var plan planJSON
 	mustJSON(t, 1, &plan, "plan", "--json", "--database", db, "--long-transaction", "1s")
-	if !plan.WouldRefuse || !plan.Findings[len(plan.Findings)-1].Fatal || !strings.Contains(plan.Findings[len(plan.Findings)-1].Message, fmt.Sprintf("pid %d", pid)) {
+	if last := plan.Findings[len(plan.Findings)-1]; !plan.WouldRefuse || !last.Fatal || last.Kind != "long_transaction" || !strings.Contains(last.Message, fmt.Sprintf("pid %d", pid)) {
 		t.Fatalf("plan --json with an older reader: %+v", plan)
 	}
 	if code, out, errOut := runBin(t, "up", "--database", db, "--long-transaction", "1s"); code != 1 || !strings.Contains(errOut, fmt.Sprintf("session pid %d is idle in a transaction", pid)) {
