@@ -350,30 +350,18 @@ func (b *bench) throughput(ctx context.Context, r *Result) error {
 		res, err := b.c.Enqueue(ctx, compat.Job{Class: class, Value: limitJob(key(i), 5), Args: map[string]int{"n": i}})
 		return err == nil && res.Inserted(), err
 	}
-	// The machine's load drifts (other processes share it), so the two sides
-	// run in adjacent pairs, the order alternating, and the ratio is the
-	// median of the pairs' ratios.
+	// The ratio is the median of the pairs' ratios.
 	const rounds = 5
 	var ratios, inserts, checks []float64
-	for round := range rounds {
-		var ins, chk float64
-		var admitted int
-		var err error
-		if round%2 == 0 {
-			if ins, _, err = run(plain); err == nil {
-				chk, admitted, err = run(checked)
-			}
-		} else {
-			if chk, admitted, err = run(checked); err == nil {
-				ins, _, err = run(plain)
-			}
-		}
-		if err != nil {
-			return err
-		}
-		r.ThroughputAdmittedJobs = admitted
-		ratios, inserts, checks = append(ratios, chk/ins), append(inserts, ins), append(checks, chk)
-		fmt.Fprintf(b.o.Progress, "throughput round %d: plain INSERT %.0f/s, enqueue with check %.0f/s (%d of %d admitted): ratio %.2f\n", round+1, ins, chk, admitted, b.o.ThroughputJobs, chk/ins)
+	err := inPairs(rounds, func() (float64, int, error) { return run(plain) }, func() (float64, int, error) { return run(checked) },
+		func(round int, ins, chk float64, admitted int) error {
+			r.ThroughputAdmittedJobs = admitted
+			ratios, inserts, checks = append(ratios, chk/ins), append(inserts, ins), append(checks, chk)
+			fmt.Fprintf(b.o.Progress, "throughput round %d: plain INSERT %.0f/s, enqueue with check %.0f/s (%d of %d admitted): ratio %.2f\n", round+1, ins, chk, admitted, b.o.ThroughputJobs, chk/ins)
+			return nil
+		})
+	if err != nil {
+		return err
 	}
 	r.ThroughputClients, r.ThroughputJobs, r.ThroughputRounds = b.o.ThroughputClients, b.o.ThroughputJobs, rounds
 	r.InsertPerSecond, r.EnqueueCheckPerSecond = median(inserts), median(checks)
@@ -449,32 +437,50 @@ func (b *bench) batchThroughput(ctx context.Context, r *Result) error {
 	const rounds = 5
 	var inserts, checks []float64
 	r.BatchRatios = nil
-	for round := range rounds {
-		var ins, chk float64
-		var admitted int
-		var err error
-		if round%2 == 0 {
-			if ins, _, err = run(plain); err == nil {
-				chk, admitted, err = run(checked)
+	err := inPairs(rounds, func() (float64, int, error) { return run(plain) }, func() (float64, int, error) { return run(checked) },
+		func(round int, ins, chk float64, admitted int) error {
+			if admitted != batches*size {
+				return fmt.Errorf("EnqueueMany admitted %d of %d jobs, each of a group under its limit", admitted, batches*size)
 			}
-		} else {
-			if chk, admitted, err = run(checked); err == nil {
-				ins, _, err = run(plain)
-			}
-		}
-		if err != nil {
-			return err
-		}
-		if admitted != batches*size {
-			return fmt.Errorf("EnqueueMany admitted %d of %d jobs, each of a group under its limit", admitted, batches*size)
-		}
-		r.BatchRatios, inserts, checks = append(r.BatchRatios, chk/ins), append(inserts, ins), append(checks, chk)
-		fmt.Fprintf(b.o.Progress, "batch throughput round %d: multi-row INSERT %.0f jobs/s, EnqueueMany %.0f jobs/s (batches of %d): ratio %.2f\n", round+1, ins, chk, size, chk/ins)
+			r.BatchRatios, inserts, checks = append(r.BatchRatios, chk/ins), append(inserts, ins), append(checks, chk)
+			fmt.Fprintf(b.o.Progress, "batch throughput round %d: multi-row INSERT %.0f jobs/s, EnqueueMany %.0f jobs/s (batches of %d): ratio %.2f\n", round+1, ins, chk, size, chk/ins)
+			return nil
+		})
+	if err != nil {
+		return err
 	}
 	r.BatchSize, r.BatchJobs = size, batches*size
 	r.InsertManyPerSecond, r.EnqueueManyPerSecond = median(inserts), median(checks)
 	r.BatchRatioVsInsertMany = median(r.BatchRatios)
 	return b.truncate(ctx)
+}
+
+// inPairs runs the plain side and the checked side rounds times in
+// adjacent pairs, the order alternating (the machine's load drifts: other
+// processes share it), and hands each pair's rates (and the checked side's
+// admitted count) to each.
+func inPairs(rounds int, plain, checked func() (float64, int, error), each func(round int, ins, chk float64, admitted int) error) error {
+	for round := range rounds {
+		var ins, chk float64
+		var admitted int
+		var err error
+		if round%2 == 0 {
+			if ins, _, err = plain(); err == nil {
+				chk, admitted, err = checked()
+			}
+		} else {
+			if chk, admitted, err = checked(); err == nil {
+				ins, _, err = plain()
+			}
+		}
+		if err != nil {
+			return err
+		}
+		if err := each(round, ins, chk, admitted); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // naiveEnqueue is the check the original design proposed: the group's
