@@ -10,6 +10,7 @@ import (
 
 	"github.com/migrate-unique/migrate-unique/internal/testdb"
 	"github.com/migrate-unique/migrate-unique/layout"
+	"github.com/migrate-unique/migrate-unique/migrations"
 	"github.com/migrate-unique/migrate-unique/testdata/legacy"
 )
 
@@ -114,4 +115,31 @@ func contains(s string, parts ...string) bool {
 		}
 	}
 	return true
+}
+
+// upHeldAtFirstStep starts an up on raw that holds its run lock at its first
+// step until finish is called; finish lets it go on and returns its error.
+func upHeldAtFirstStep(t *testing.T, url string, raw layout.Layout) (finish func() error) {
+	t.Helper()
+	inside := make(chan struct{})
+	proceed := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		_, err := migrations.Up(context.Background(), url, raw, migrations.Options{OnStep: func(r migrations.StepResult) {
+			if r.Number == 1 {
+				close(inside)
+				<-proceed
+			}
+		}})
+		done <- err
+	}()
+	select {
+	case <-inside:
+	case err := <-done:
+		t.Fatalf("the held up ended before its first step: %v", err)
+	}
+	return func() error {
+		close(proceed)
+		return <-done
+	}
 }

@@ -187,23 +187,7 @@ func TestSecondRunRefuses(t *testing.T) {
 	ctx := context.Background()
 	s := legacy.SingleTable
 	url := legacyDB(t, s)
-	inside := make(chan struct{})
-	proceed := make(chan struct{})
-	done := make(chan error, 1)
-	go func() {
-		_, err := migrations.Up(ctx, url, s.Layout, migrations.Options{OnStep: func(r migrations.StepResult) {
-			if r.Number == 1 {
-				close(inside)
-				<-proceed
-			}
-		}})
-		done <- err
-	}()
-	select {
-	case <-inside:
-	case err := <-done:
-		t.Fatalf("first up ended before its first step: %v", err)
-	}
+	finish := upHeldAtFirstStep(t, url, s.Layout)
 	_, err := migrations.Up(ctx, url, s.Layout, migrations.Options{})
 	if !errors.Is(err, migrations.ErrBusy) {
 		t.Errorf("second up: %v, want ErrBusy", err)
@@ -212,8 +196,7 @@ func TestSecondRunRefuses(t *testing.T) {
 	if perr != nil || len(p.Findings) == 0 || !p.Findings[0].Fatal {
 		t.Errorf("plan during a run: %v, %+v; want a fatal finding", perr, p)
 	}
-	close(proceed)
-	if err := <-done; err != nil {
+	if err := finish(); err != nil {
 		t.Fatalf("first up: %v", err)
 	}
 }

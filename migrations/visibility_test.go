@@ -166,30 +166,13 @@ func TestBusyErrorSaysWhatTheRoleCannotSee(t *testing.T) {
 	s := legacy.PlainJobs
 	url := legacyDB(t, s)
 	roles := testdb.ManagedRoles(t, url, s.Resolved.Schema)
-	inside := make(chan struct{})
-	proceed := make(chan struct{})
-	done := make(chan error, 1)
-	go func() {
-		_, err := migrations.Up(ctx, url, s.Layout, migrations.Options{OnStep: func(r migrations.StepResult) {
-			if r.Number == 1 {
-				close(inside)
-				<-proceed
-			}
-		}})
-		done <- err
-	}()
-	select {
-	case <-inside:
-	case err := <-done:
-		t.Fatalf("the superuser's up ended before its first step: %v", err)
-	}
+	finish := upHeldAtFirstStep(t, url, s.Layout)
 	_, err := migrations.Up(ctx, roles.MigratorURL, s.Layout, migrations.Options{})
 	var busy *migrations.BusyError
 	if !errors.As(err, &busy) || !busy.Hidden || !contains(err.Error(), "hidden from this role without pg_read_all_stats") || strings.Contains(err.Error(), "for 0s") {
 		t.Errorf("up as the owner's member during the superuser's run: %v", err)
 	}
-	close(proceed)
-	if err := <-done; err != nil {
+	if err := finish(); err != nil {
 		t.Fatalf("the superuser's up: %v", err)
 	}
 }
