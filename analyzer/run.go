@@ -38,6 +38,9 @@ type pass struct {
 	jobValue  map[types.Type]bool    // cache for isJobValue
 	callees   map[ast.Expr]bool      // functions of calls, built on first use
 	tags      map[*ast.BasicLit]bool // struct field tags, built on first use
+	// queueTables records whether a string literal of the package names
+	// one of the layout's tables, decided on first use.
+	queueTables *bool
 	prog      *Program               // the run's job model, when the driver gives one
 	shapeOK   *bool                  // shapeRule, decided on first use
 	jobTypes  int                    // the job types this package declares
