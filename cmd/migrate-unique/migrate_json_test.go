@@ -143,8 +143,18 @@ SELECT now(), gen_random_uuid(), 'json.Dup', '', 'k-1', 0, 'default', 0, 0 FROM 
 	var downPlan planJSON
 	mustJSON(t, 1, &downPlan, "plan", "--down", "--json", "--database", db)
 	if last := downPlan.Findings[len(downPlan.Findings)-1]; downPlan.Direction != "down" || !downPlan.WouldRefuse || !last.Fatal || last.Kind != "duplicates" ||
-		!strings.Contains(last.Message, `class "json.Dup", key "k-1": 3 rows`) || last.Action == "" || len(downPlan.Steps) != 0 {
+		!strings.Contains(last.Message, `class "json.Dup", key "k-1": 3 rows`) || last.Action == "" || len(downPlan.Steps) == 0 {
 		t.Fatalf("plan --down --json with duplicates: %+v", downPlan)
+	}
+	refusedPlan := downPlan
+	// The text lists the same steps after the refusal, and never says
+	// that down has nothing to do.
+	planCode, planOut, _ := runBin(t, "plan", "--down", "--summary", "--database", db)
+	refusal := strings.Index(planOut, `class "json.Dup", key "k-1": 3 rows`)
+	firstStep := strings.Index(planOut, "step 1: "+downPlan.Steps[0].Name)
+	if planCode != 1 || refusal < 0 || firstStep < refusal || strings.Contains(planOut, "nothing to do") ||
+		!strings.Contains(planOut, fmt.Sprintf("step %d: %s", len(downPlan.Steps), downPlan.Steps[len(downPlan.Steps)-1].Name)) {
+		t.Fatalf("plan --down --summary with duplicates: exit %d\n%s", planCode, planOut)
 	}
 	var refused runJSON
 	mustJSON(t, 1, &refused, "down", "--json", "--database", db)
@@ -170,8 +180,13 @@ SELECT now(), gen_random_uuid(), 'json.Dup', '', 'k-1', 0, 'default', 0, 0 FROM 
 	}
 	var down runJSON
 	mustJSON(t, 0, &down, "down", "--json", "--database", db)
-	if len(down.Steps) != len(downPlan.Steps) {
-		t.Fatalf("down ran %d steps, plan --down planned %d", len(down.Steps), len(downPlan.Steps))
+	if len(down.Steps) != len(downPlan.Steps) || len(down.Steps) != len(refusedPlan.Steps) {
+		t.Fatalf("down ran %d steps, plan --down planned %d (%d while it refused)", len(down.Steps), len(downPlan.Steps), len(refusedPlan.Steps))
+	}
+	for i, s := range refusedPlan.Steps {
+		if s.Name != down.Steps[i].Name {
+			t.Errorf("plan --down with duplicates planned step %d %q, down ran %q", i+1, s.Name, down.Steps[i].Name)
+		}
 	}
 	for i, s := range down.Steps {
 		if p := downPlan.Steps[i]; p.Name != s.Name || p.Number != s.Number || p.Skip != "" || p.SQL == "" {
