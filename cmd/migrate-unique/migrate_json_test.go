@@ -412,3 +412,46 @@ INSERT INTO fresh.plainjobs_jobrequest SELECT * FROM public.plainjobs_jobrequest
 		t.Fatalf("plan --summary on never-analysed tables: %d\n%s", code, out)
 	}
 }
+
+// TestStatusSaysWhenATableWasNeverAnalysed: status agrees with plan on a
+// table with no estimate: "row count unknown", rows_unknown in JSON,
+// never "~0 rows".
+func TestStatusSaysWhenATableWasNeverAnalysed(t *testing.T) {
+	db := plainJobsDB(t)
+	conn := testdb.Connect(t, db)
+	if _, err := conn.Exec(t.Context(), `CREATE SCHEMA fresh;
+CREATE TABLE fresh.plainjobs_jobrequest (LIKE public.plainjobs_jobrequest INCLUDING ALL);
+CREATE TABLE fresh.plainjobs_jobprocess (LIKE public.plainjobs_jobprocess INCLUDING ALL);
+CREATE TABLE fresh.plainjobs_jobresult (LIKE public.plainjobs_jobresult INCLUDING ALL);
+INSERT INTO fresh.plainjobs_jobrequest SELECT * FROM public.plainjobs_jobrequest LIMIT 10`); err != nil {
+		t.Fatal(err)
+	}
+	var st statusJSONResult
+	mustJSON(t, 0, &st, "status", "--schema", "fresh", "--json", "--database", db)
+	var plan planJSON
+	mustJSON(t, 0, &plan, "plan", "--schema", "fresh", "--json", "--database", db)
+	if len(st.Tables) != 3 {
+		t.Fatalf("status --json tables: %+v", st.Tables)
+	}
+	for _, tb := range st.Tables {
+		if !tb.RowsUnknown || tb.Rows != 0 {
+			t.Errorf("status --json on a never-analysed table: %+v", tb)
+		}
+		for _, s := range plan.Steps {
+			if s.Table == tb.Table && !s.RowsUnknown {
+				t.Errorf("plan says step %q on %s knows its rows, status says it does not", s.Name, tb.Table)
+			}
+		}
+	}
+	code, out, _ := runBin(t, "status", "--schema", "fresh", "--database", db)
+	if code != 0 || strings.Count(out, "row count unknown: never analysed") != 3 || strings.Contains(out, "~0 rows") {
+		t.Fatalf("status on never-analysed tables: %d\n%s", code, out)
+	}
+	st = statusJSONResult{}
+	mustJSON(t, 0, &st, "status", "--json", "--database", db)
+	for _, tb := range st.Tables {
+		if tb.RowsUnknown {
+			t.Errorf("status --json on an analysed table: %+v", tb)
+		}
+	}
+}
