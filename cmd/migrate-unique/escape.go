@@ -5,6 +5,8 @@ import (
 	"io"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/migrate-unique/migrate-unique/cmd/migrate-unique/internal/groupstatus"
 )
 
 // escapeControl renders s for a terminal: every control character (C0 but
@@ -33,17 +35,7 @@ func escapeControl(s string) string {
 	return b.String()
 }
 
-func needsEscape(r rune) bool {
-	switch {
-	case r == '\n' || r == '\t':
-		return false
-	case r < 0x20 || r >= 0x7f && r <= 0x9f:
-		return true
-	case r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069, r == 0x200e || r == 0x200f || r == 0x061c:
-		return true
-	}
-	return false
-}
+func needsEscape(r rune) bool { return groupstatus.NeedsEscape(r) }
 
 // escapingWriter escapes control characters in everything written through
 // it (see escapeControl). A carriage return is passed through only as the
@@ -78,6 +70,5 @@ func (e *escapingWriter) Write(p []byte) (int, error) {
 	return n, nil
 }
 
-// isControl reports a character no typed name or one-line text may hold:
-// what escapeControl escapes, and tab and newline too.
-func isControl(r rune) bool { return r == '\n' || r == '\t' || needsEscape(r) }
+// isControl reports a character no typed name or one-line text may hold.
+func isControl(r rune) bool { return groupstatus.IsControl(r) }
