@@ -21,7 +21,7 @@ import (
 
 // Owned by the execution issue: concurrency status | release | set.
 
-const concurrencyUsage = `concurrency status|release|set|pause|resume ...
+const concurrencyUsage = `concurrency status|release|set|pause|resume|serve ...
 
   concurrency status [GROUP] [--database URL] [layout flags] [--json]
       every group (or one) with its limit, queued and running jobs, slots
@@ -36,6 +36,9 @@ const concurrencyUsage = `concurrency status|release|set|pause|resume ...
   concurrency pause CLASS [--reason TEXT] [--database URL] [--schema S] [--json]
   concurrency resume CLASS [--database URL] [--schema S] [--json]
       stop (and start again) a whole class: its keyless group and every key
+  concurrency serve [--database URL] [layout flags] [--listen 127.0.0.1:8080] [--token T] [--read-only]
+      the same in a browser: groups by pressure, each group's slots and
+      jobs, and the switches above, each confirmed first
 
 A GROUP is a job class, or class::key.`
 
@@ -58,8 +61,10 @@ func runConcurrency(ctx context.Context, e *env, args []string) error {
 		return runConcurrencyPause(ctx, e, args[1:])
 	case "resume":
 		return runConcurrencyResume(ctx, e, args[1:])
+	case "serve":
+		return runConcurrencyServe(ctx, e, args[1:])
 	}
-	return &exitError{code: 2, err: fmt.Errorf("unknown subcommand %q; choose status, release, set, pause or resume", args[0])}
+	return &exitError{code: 2, err: fmt.Errorf("unknown subcommand %q; choose status, release, set, pause, resume or serve", args[0])}
 }
 
 // concurrencyFlags are the flags every concurrency subcommand shares.
