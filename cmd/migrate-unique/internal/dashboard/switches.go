@@ -320,5 +320,5 @@ var funcs = map[string]any{
 		}
 		return m
 	},
-	"ts":   func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+	"ts": func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
 }
