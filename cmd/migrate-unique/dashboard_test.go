@@ -331,6 +331,7 @@ func TestDashboardInABrowser(t *testing.T) {
 		t.Errorf("after set: %d %q %v", l, r, ok)
 	}
 	b.click("#back")
+	expectPage(b, "#clear")
 	b.click("#clear")
 	if got := confirm("Remove the operator override of group dash.Mail::at"); got != "cleared the override of group dash.Mail::at; the code's limit applies" {
 		t.Errorf("clear: %q", got)
@@ -340,6 +341,7 @@ func TestDashboardInABrowser(t *testing.T) {
 	}
 	// Pause a class, then resume it.
 	b.click("#back")
+	expectPage(b, "#pause-reason-input")
 	b.typeInto("#pause-reason-input", "deploy")
 	b.click("#pause")
 	if got := confirm("Pause class dash.Mail: no job of the class is admitted or started"); got != "class dash.Mail paused: no job of the class is admitted or started" {
@@ -349,6 +351,7 @@ func TestDashboardInABrowser(t *testing.T) {
 		t.Errorf("after pause: %d %q %v", l, r, ok)
 	}
 	b.click("#back")
+	expectPage(b, "#resume")
 	b.click("#resume")
 	if got := confirm("Resume class dash.Mail"); got != "class dash.Mail resumed: its groups are admitted and started again under their own limits" {
 		t.Errorf("resume: %q", got)
@@ -390,9 +393,15 @@ func openGroup(b *browser, base, group string) {
 	expectPage(b, "#group-name")
 }
 
-// expectPage fails with what the page says when it has no element css.
+// expectPage waits for the page to have an element css (a click's
+// navigation may still be under way) and fails with what the page says
+// when it does not come.
 func expectPage(b *browser, css string) {
 	b.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !b.has(css) && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
 	if !b.has(css) {
 		var text string
 		b.eval(`return document.body.innerText`, &text)
