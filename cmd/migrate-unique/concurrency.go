@@ -222,10 +222,10 @@ func runConcurrencyRelease(ctx context.Context, e *env, args []string) (err erro
 	}
 	j.res.Group, j.res.Changed, j.res.Slot, j.res.JobID, j.res.WorkerID, j.res.Token = l.Group, true, l.Slot, l.JobID, l.WorkerID, l.Token
 	if l.JobID == "" {
-		fmt.Fprintf(e.stdout, "freed slot %d of group %s (it was not held)\n", l.Slot, escapeControl(l.Group))
+		fmt.Fprintf(e.stdout, "freed slot %d of group %s (it was not held)\n", l.Slot, escapeName(l.Group))
 		return nil
 	}
-	fmt.Fprintf(e.stdout, "freed slot %d of group %s: job %s on worker %s, token %d, no longer valid\n", l.Slot, escapeControl(l.Group), escapeControl(l.JobID), escapeControl(dash(l.WorkerID)), l.Token)
+	fmt.Fprintf(e.stdout, "freed slot %d of group %s: job %s on worker %s, token %d, no longer valid\n", l.Slot, escapeName(l.Group), escapeControl(l.JobID), escapeControl(dash(l.WorkerID)), l.Token)
 	return nil
 }
 
@@ -238,8 +238,9 @@ admission and execution alike, without a deploy. --limit 0 blocks the group
 current holders finish and show as over the limit.
 
 GROUP is checked first: a name no job can have (an empty class or key around
-'::', control characters, a key longer than the queue's key column) is
-refused, and a group with no job, slot or override yet is refused unless
+'::', a NUL byte or invalid UTF-8, a key longer than the queue's key column)
+is refused (a name with control characters is typed as $'...', the way
+status shows it), and a group with no job, slot or override yet is refused unless
 --force is given, so that a misspelt group never takes the override.`
 
 func runConcurrencySet(ctx context.Context, e *env, args []string) (err error) {
@@ -278,7 +279,7 @@ func runConcurrencySet(ctx context.Context, e *env, args []string) (err error) {
 		return err
 	}
 	defer db.close()
-	shown, overrides := escapeControl(group), db.slots.Overrides()
+	shown, overrides := escapeName(group), db.slots.Overrides()
 	j.res.Group = group
 	if *clearIt {
 		had, err := overrides.ClearLimit(ctx, group)
@@ -351,4 +352,4 @@ func usageError(err error) error {
 }
 
 // shellArg quotes s for a command line the operator may copy.
-func shellArg(s string) string { return groupstatus.ShellArg(escapeControl(s)) }
+func shellArg(s string) string { return groupstatus.ShellArg(s) }

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"fmt"
 	"io"
-	"strings"
 	"unicode/utf8"
 
 	"github.com/migrate-unique/migrate-unique/cmd/migrate-unique/internal/groupstatus"
@@ -15,25 +13,13 @@ import (
 // read from the database can neither move the cursor, recolour nor reorder
 // what the operator reads. \uXXXX is also a valid escape inside a JSON
 // string, so JSON output stays valid and means the same.
-func escapeControl(s string) string {
-	if strings.IndexFunc(s, needsEscape) < 0 && utf8.ValidString(s) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			fmt.Fprintf(&b, `\x%02x`, s[i])
-		case needsEscape(r):
-			fmt.Fprintf(&b, `\u%04x`, r)
-		default:
-			b.WriteString(s[i : i+size])
-		}
-		i += size
-	}
-	return b.String()
-}
+func escapeControl(s string) string { return groupstatus.EscapeControl(s) }
+
+// escapeName renders a name (a group, a class) on one line: as
+// escapeControl, and a newline or tab in it escaped too. The escapes are
+// those of bash's $'...' quoting, so $'<what is shown>' types the name back
+// (shellArg writes it so).
+func escapeName(s string) string { return groupstatus.EscapeName(s) }
 
 func needsEscape(r rune) bool { return groupstatus.NeedsEscape(r) }
 

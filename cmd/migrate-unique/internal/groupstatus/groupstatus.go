@@ -195,15 +195,20 @@ func NeedsEscape(r rune) bool {
 func IsControl(r rune) bool { return r == '\n' || r == '\t' || NeedsEscape(r) }
 
 // CheckGroupName rejects a group name no job can have: empty, an empty
-// class or key around "::", control characters or invalid UTF-8, or longer
-// than any indexed key.
+// class or key around "::", a NUL byte or invalid UTF-8 (PostgreSQL text
+// holds neither), or longer than any indexed key. Control characters are
+// admitted, as compat admits them in a class or key: the operator types
+// them as bash's $'...' quoting writes them, as every command shows them
+// (EscapeName, ShellArg).
 func CheckGroupName(group string) error {
 	class, key := layout.SplitGroupName(group)
 	switch {
 	case group == "":
 		return badName("the group name is empty; give the job's class, or class::key")
-	case strings.IndexFunc(group, IsControl) >= 0 || strings.ContainsRune(group, 0) || !utf8.ValidString(group):
-		return badName("the group name %s contains a control character or invalid UTF-8; no job's class or key can be that", strconv.Quote(group))
+	case strings.ContainsRune(group, 0):
+		return badName("the group name %s contains a NUL byte; PostgreSQL text cannot hold one, so no job has it", strconv.Quote(group))
+	case !utf8.ValidString(group):
+		return badName("the group name %s is not valid UTF-8; PostgreSQL refuses such text (22021), so no job has it", strconv.Quote(group))
 	case class == "":
 		return badName("the group name %s has an empty class before '::'; give class or class::key", strconv.Quote(group))
 	case strings.Contains(group, "::") && key == "":
@@ -297,13 +302,52 @@ ORDER BY 1`, schema, classColumns, layout.KeyColumn)
 	return false, nil
 }
 
-// ShellArg quotes s for a command line the operator may copy. Control
-// characters are left as they are: escape them for a terminal first.
+// EscapeControl renders s for a terminal: every control character (C0 but
+// tab and newline, DEL, C1) and every bidirectional override is written as
+// a \uXXXX escape, so that a group name, key, reason, job or table name
+// read from the database can neither move the cursor, recolour nor reorder
+// what the operator reads. \uXXXX is also a valid escape inside a JSON
+// string, so JSON output stays valid and means the same.
+func EscapeControl(s string) string { return escapeWhere(s, NeedsEscape) }
+
+// EscapeName renders a name (a group, a class) on one line: as
+// EscapeControl, and a newline or tab in it escaped too. The escapes are
+// those of bash's $'...' quoting, so $'<what is shown>' types the name back
+// (ShellArg writes it so).
+func EscapeName(s string) string { return escapeWhere(s, IsControl) }
+
+func escapeWhere(s string, escape func(rune) bool) string {
+	if strings.IndexFunc(s, escape) < 0 && utf8.ValidString(s) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case escape(r):
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			b.WriteString(s[i : i+size])
+		}
+		i += size
+	}
+	return b.String()
+}
+
+// ShellArg quotes s for a command line the operator may copy.
 func ShellArg(s string) string {
 	if s != "" && strings.IndexFunc(s, func(r rune) bool {
 		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_-.,:/@", r))
 	}) < 0 {
 		return s
+	}
+	if strings.IndexFunc(s, IsControl) >= 0 || !utf8.ValidString(s) {
+		// ANSI-C quoting: bash, zsh and ksh turn the escapes back into
+		// the characters, so the command addresses the exact group.
+		quoted := strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s)
+		return "$'" + EscapeName(quoted) + "'"
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
