@@ -345,24 +345,30 @@ const maxGroupBytes = 2048
 // admitted, as compat admits them in a class or key: the operator types
 // them as bash's $'...' quoting writes them, as every command shows them
 // (escapeName, shellArg).
-func checkGroupName(group string) error {
+func checkGroupName(group string) error { return checkName("group", group) }
+
+// checkName is checkGroupName for a group or, once checkClassName has
+// refused a "::", a class: kind names which in the messages.
+func checkName(kind, group string) error {
 	class, key := layout.SplitGroupName(group)
 	bad := func(format string, args ...any) error {
 		return &exitError{code: 2, err: fmt.Errorf(format, args...)}
 	}
 	switch {
+	case group == "" && kind == "class":
+		return bad("the class name is empty; give the job's class")
 	case group == "":
 		return bad("the group name is empty; give the job's class, or class::key")
 	case strings.ContainsRune(group, 0):
-		return bad("the group name %s contains a NUL byte; PostgreSQL text cannot hold one, so no job has it", strconv.Quote(group))
+		return bad("the %s name %s contains a NUL byte; PostgreSQL text cannot hold one, so no job has it", kind, strconv.Quote(group))
 	case !utf8.ValidString(group):
-		return bad("the group name %s is not valid UTF-8; PostgreSQL refuses such text (22021), so no job has it", strconv.Quote(group))
+		return bad("the %s name %s is not valid UTF-8; PostgreSQL refuses such text (22021), so no job has it", kind, strconv.Quote(group))
 	case class == "":
 		return bad("the group name %s has an empty class before '::'; give class or class::key", strconv.Quote(group))
 	case strings.Contains(group, "::") && key == "":
 		return bad("the group name %s has an empty key after '::'; for the whole class give the class alone", strconv.Quote(group))
 	case len(group) > maxGroupBytes:
-		return bad("the group name is %d bytes long; no indexed key is longer than %d: check what was pasted", len(group), maxGroupBytes)
+		return bad("the %s name is %d bytes long; no indexed key is longer than %d: check what was pasted", kind, len(group), maxGroupBytes)
 	}
 	return nil
 }

@@ -95,14 +95,13 @@ func runConcurrencyResume(ctx context.Context, e *env, args []string) (err error
 // checkClassName refuses what cannot be a class: a group name, or a name
 // no group can have.
 func checkClassName(class string) error {
-	if err := checkGroupName(class); err != nil {
-		return err
-	}
-	if strings.Contains(class, "::") {
-		c, _, _ := strings.Cut(class, "::")
+	if c, _, isGroup := strings.Cut(class, "::"); isGroup {
+		if c == "" {
+			return &exitError{code: 2, err: fmt.Errorf("%s is no class: it is empty before '::'; a pause takes the job's class alone", strconv.Quote(class))}
+		}
 		return &exitError{code: 2, err: fmt.Errorf("%s is a group (class::key); a pause takes the class alone (%s) and stops every key of it; to stop one group use 'concurrency set %s --limit 0'", strconv.Quote(class), shellArg(c), shellArg(class))}
 	}
-	return nil
+	return checkName("class", class)
 }
 
 // pausedNote is what status shows for a group of a paused class.
