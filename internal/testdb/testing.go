@@ -28,10 +28,13 @@ var (
 	sharedErr  error
 )
 
-// Shared returns the server of this process, found once with Finder{}.
+// Shared returns the server of this process, found once with
+// FromEnvironment().
 func Shared() (*Server, error) {
 	sharedOnce.Do(func() {
-		shared, sharedErr = Finder{}.Find(context.Background())
+		f := FromEnvironment()
+		f.Logf = func(format string, args ...any) { fmt.Fprintf(os.Stderr, "testdb: "+format+"\n", args...) }
+		shared, sharedErr = f.Find(context.Background())
 	})
 	return shared, sharedErr
 }
