@@ -100,9 +100,9 @@ var programs sync.Map // *analysis.Analyzer -> *settings
 // run keeps that job type as it is (an external finding at its
 // declaration) instead of migrating it in its own package before the use
 // is seen, so that the result still builds. Otherwise it returns nil and
-// false.
+// false. Call it once per analyzer, after its run: it lets go of a's model.
 func Revise(a *analysis.Analyzer) (*analysis.Analyzer, bool) {
-	v, ok := programs.Load(a)
+	v, ok := programs.LoadAndDelete(a)
 	if !ok {
 		return nil, false
 	}
