@@ -17,7 +17,11 @@ import (
 type factStore struct {
 	objects  map[objectFactKey]ownedFact
 	packages map[packageFactKey]ownedFact
-	deps     map[*packages.Package]map[*packages.Package]bool
+	// index numbers the packages; deps[index[p]] is the set of p and the
+	// packages it imports, directly or not, as a bit set (a map per
+	// package would cost megabytes on a large graph).
+	index map[*packages.Package]int
+	deps  [][]uint64
 }
 
 type objectFactKey struct {
@@ -36,22 +40,41 @@ type ownedFact struct {
 }
 
 func newFactStore() *factStore {
-	return &factStore{objects: map[objectFactKey]ownedFact{}, packages: map[packageFactKey]ownedFact{}, deps: map[*packages.Package]map[*packages.Package]bool{}}
+	return &factStore{objects: map[objectFactKey]ownedFact{}, packages: map[packageFactKey]ownedFact{}, index: map[*packages.Package]int{}}
 }
 
-// depsOf is the set of p and the packages it imports, directly or not.
-func (s *factStore) depsOf(p *packages.Package) map[*packages.Package]bool {
-	if d, ok := s.deps[p]; ok {
-		return d
+// id numbers a package, and computes its dependency set the first time.
+func (s *factStore) id(p *packages.Package) int {
+	if i, ok := s.index[p]; ok {
+		return i
 	}
-	d := map[*packages.Package]bool{p: true}
+	var set []uint64
+	add := func(j int) {
+		for len(set) <= j/64 {
+			set = append(set, 0)
+		}
+		set[j/64] |= 1 << (j % 64)
+	}
 	for _, imp := range p.Imports {
-		for q := range s.depsOf(imp) {
-			d[q] = true
+		j := s.id(imp)
+		for w, bits := range s.deps[j] {
+			for len(set) <= w {
+				set = append(set, 0)
+			}
+			set[w] |= bits
 		}
 	}
-	s.deps[p] = d
-	return d
+	i := len(s.deps)
+	s.index[p] = i
+	add(i)
+	s.deps = append(s.deps, set)
+	return i
+}
+
+// imports reports whether p is owner or imports it, directly or not.
+func (s *factStore) imports(p, owner *packages.Package) bool {
+	set, j := s.deps[s.id(p)], s.id(owner)
+	return j/64 < len(set) && set[j/64]&(1<<(j%64)) != 0
 }
 
 // visibleFrom reports whether the checker would pass a fact about obj,
@@ -64,7 +87,7 @@ func (s *factStore) visibleFrom(p, owner *packages.Package, obj types.Object) bo
 	if owner == p {
 		return true
 	}
-	if !s.depsOf(p)[owner] {
+	if !s.imports(p, owner) {
 		return false
 	}
 	direct := false
@@ -114,7 +137,7 @@ func (s *factStore) analyse(a *analysis.Analyzer, p *packages.Package) (diags []
 		},
 		ImportPackageFact: func(pkg *types.Package, ptr analysis.Fact) bool {
 			f, ok := s.packages[packageFactKey{pkg, reflect.TypeOf(ptr)}]
-			if !ok || !s.depsOf(p)[f.owner] {
+			if !ok || !s.imports(p, f.owner) {
 				return false
 			}
 			reflect.ValueOf(ptr).Elem().Set(reflect.ValueOf(f.fact).Elem())
@@ -135,7 +158,7 @@ func (s *factStore) analyse(a *analysis.Analyzer, p *packages.Package) (diags []
 		AllPackageFacts: func() []analysis.PackageFact {
 			var out []analysis.PackageFact
 			for k, f := range s.packages {
-				if s.depsOf(p)[f.owner] {
+				if s.imports(p, f.owner) {
 					out = append(out, analysis.PackageFact{Package: k.pkg, Fact: f.fact})
 				}
 			}
