@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 
@@ -86,5 +87,45 @@ func TestCheck(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestLeanPathTaken: a clean load is analysed one package at a time (not
+// by the full fallback), with
+// the same findings as the full load.
+func TestLeanPathTaken(t *testing.T) {
+	dir := t.TempDir()
+	for name, content := range map[string]string{
+		"go.mod":      "module example.com/m\n\ngo 1.22\n",
+		"q/q.go":      "package q\n\n// Job is the legacy job interface.\ntype Job interface {\n\tUniqueKey() string\n\tRun() error\n}\n",
+		"j/j.go":      "package j\n\n// Mail is a job.\ntype Mail struct{ To string }\n\nfunc (m Mail) UniqueKey() string { return m.To }\n\nfunc (m Mail) Run() error { return nil }\n",
+		"j/j_test.go": "package j\n\nimport \"testing\"\n\nfunc TestKey(t *testing.T) { _ = Mail{}.UniqueKey() }\n",
+		"r/r.go":      "package r\n\nimport (\n\t\"example.com/m/j\"\n\t\"example.com/m/q\"\n)\n\nvar Jobs = []q.Job{j.Mail{}}\n\nfunc Keys() string { return Jobs[0].UniqueKey() + j.Mail{}.UniqueKey() }\n",
+	} {
+		writeFile(t, filepath.Join(dir, name), content)
+	}
+	env := append(os.Environ(), "GOFLAGS=-mod=mod", "GOPROXY=off", "GOWORK=off")
+	var keys [2][]string
+	for i, full := range []bool{false, true} {
+		prog, err := Load(context.Background(), Config{Dir: dir, Env: env, Tests: true, Full: full}, []string{"./..."})
+		if err != nil {
+			t.Fatal(err)
+		}
+		results, err := prog.Analyze(analyzer.Config{}.ForProgram)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !full && (prog.full || !prog.analysed) {
+			t.Fatalf("the lean path fell back to the full load")
+		}
+		for _, r := range results {
+			for _, d := range r.Diagnostics {
+				keys[i] = append(keys[i], r.Package.Fset.Position(d.Pos).String()+" "+d.Message)
+			}
+		}
+		sort.Strings(keys[i])
+	}
+	if len(keys[1]) < 4 || strings.Join(keys[0], "\n") != strings.Join(keys[1], "\n") {
+		t.Errorf("lean:\n%s\nfull:\n%s", strings.Join(keys[0], "\n"), strings.Join(keys[1], "\n"))
 	}
 }
