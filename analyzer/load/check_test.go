@@ -91,8 +91,7 @@ func TestCheck(t *testing.T) {
 }
 
 // TestLeanPathTaken: a clean load is analysed one package at a time (not
-// by the full fallback), with
-// the same findings as the full load.
+// by the full fallback), with the same findings as the full load.
 func TestLeanPathTaken(t *testing.T) {
 	dir := t.TempDir()
 	for name, content := range map[string]string{
