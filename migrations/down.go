@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/migrate-unique/migrate-unique/internal/pgurl"
 	"github.com/migrate-unique/migrate-unique/layout"
 )
 
@@ -28,6 +29,29 @@ func Down(ctx context.Context, databaseURL string, l layout.Layout, opts Options
 		return nil, err
 	}
 	defer r.close()
+	if r.opts.Drain {
+		set, derr := r.drain(ctx, in)
+		if derr != nil {
+			return rep, derr
+		}
+		if set != nil {
+			if in, derr = r.inspect(ctx); derr != nil {
+				return rep, derr
+			}
+			defer func() {
+				if err != nil {
+					// Put back what the drain set (idempotent when the
+					// restore step ran): whoever runs next, up or down,
+					// finds the operators' overrides as they were.
+					rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pgurl.CancelWait)
+					defer cancel()
+					if r.restoreDrained(rctx, set) == nil {
+						r.printf("drain: restored the limit overrides of %d group(s)\n", len(set))
+					}
+				}
+			}()
+		}
+	}
 	findings, steps, err := r.downWork(ctx, in)
 	for _, f := range findings {
 		rep.Findings = append(rep.Findings, f)
@@ -198,6 +222,9 @@ func (r *runner) downSteps(in *inspection, saved []SavedUnique) ([]step, error) 
 			return nil, err
 		}
 		steps = append(steps, pj...)
+	}
+	if rs, ok := restoreStep(in); ok {
+		steps = append(steps, rs)
 	}
 	rt, err := r.runtimeDownSteps(in)
 	if err != nil {
