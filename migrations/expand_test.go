@@ -74,6 +74,21 @@ type writer struct {
 	n      int
 }
 
+// enqueueOne enqueues one job of a new group and reads it back.
+func (w *writer) enqueueOne() {
+	w.t.Helper()
+	w.n++
+	key := fmt.Sprintf("%s-%s-%d", w.conn.Config().RuntimeParams["application_name"], w.column, w.n)
+	ctx := context.Background()
+	if _, err := w.conn.Exec(ctx, fmt.Sprintf(enqueueSQL[w.s.Name], w.column), "rolling.deploy", key); err != nil {
+		w.t.Fatalf("%s: enqueue naming %s: %v", w.conn.Config().RuntimeParams["application_name"], w.column, err)
+	}
+	var n int
+	if err := w.conn.QueryRow(ctx, fmt.Sprintf(selectSQL[w.s.Name], w.column), "rolling.deploy", key).Scan(&n); err != nil || n != 1 {
+		w.t.Fatalf("read back naming %s: %d rows, %v", w.column, n, err)
+	}
+}
+
 func (w *writer) enqueue(unique bool) {
 	w.t.Helper()
 	w.n++
@@ -493,5 +508,44 @@ func TestDownDrainGivesUpAndRestores(t *testing.T) {
 	}
 	if got := overrides(t, conn); fmt.Sprint(got) != fmt.Sprint(before) {
 		t.Fatalf("overrides after an interrupt: %v, want %v", got, before)
+	}
+}
+
+// TestDownToExpandedIsTheReverseOfComplete: down --to-expanded brings back
+// the unique rule and unique_key and keeps what expand made, so that the
+// old version and the new one (through the version schema) write side by
+// side again; up completes again, and on a layout migrated in one run it
+// makes the version schema.
+func TestDownToExpandedIsTheReverseOfComplete(t *testing.T) {
+	ctx := context.Background()
+	s := legacy.PlainJobs
+	url := legacyDB(t, s)
+	vs := migrations.DefaultVersionSchema(s.Resolved.Schema)
+	if _, err := migrations.Up(ctx, url, s.Layout, migrations.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	for round := 0; round < 2; round++ {
+		neu := &writer{t: t, s: s, conn: sessionOn(t, url, fmt.Sprintf("new-%d", round), vs, s.Resolved.Schema), column: layout.KeyColumn}
+		neu.enqueueOne()
+		var out strings.Builder
+		rep, err := migrations.Down(ctx, url, s.Layout, migrations.Options{ToExpanded: true, Out: &out})
+		if err != nil || rep.Before != migrations.Migrated || rep.After != migrations.Expanded {
+			t.Fatalf("round %d: down --to-expanded: %v %+v\n%s", round, err, rep, out.String())
+		}
+		old := &writer{t: t, s: s, conn: sessionOn(t, url, fmt.Sprintf("old-%d", round), s.Resolved.Schema), column: layout.LegacyKeyColumn}
+		old.enqueue(true)
+		neu.enqueue(true)
+		st, err := migrations.Status(ctx, url, s.Layout)
+		if err != nil || st.State != migrations.Expanded || st.VersionSchema != vs {
+			t.Fatalf("round %d: status after down --to-expanded: %v %+v", round, err, st)
+		}
+		if rep, err := migrations.Down(ctx, url, s.Layout, migrations.Options{ToExpanded: true}); err != nil || rep.After != migrations.Expanded || len(rep.Steps) != 0 {
+			t.Fatalf("round %d: down --to-expanded again: %v %+v", round, err, rep)
+		}
+		old.conn.Close(ctx)
+		if rep, err := migrations.Up(ctx, url, s.Layout, migrations.Options{}); err != nil || rep.After != migrations.Migrated {
+			t.Fatalf("round %d: complete again: %v %+v", round, err, rep)
+		}
+		neu.enqueueOne()
 	}
 }
