@@ -154,6 +154,29 @@ func TestExpandCompleteContractOnEveryLegacyLayout(t *testing.T) {
 			neu := &writer{t: t, s: s, conn: sessionOn(t, url, "plain-jobs 0.38", vs, s.Resolved.Schema), column: layout.KeyColumn}
 			old.enqueue(true)
 			neu.enqueue(true)
+			if s.Name == "teamqueue" {
+				// ON CONFLICT infers the unique rule through the view.
+				var ids []int64
+				for range 2 {
+					rows, err := neu.conn.Query(ctx, `INSERT INTO "JobRequests" (kind, concurrency_key) VALUES ('upsert', 'k') ON CONFLICT (kind, concurrency_key) DO NOTHING RETURNING id`)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for rows.Next() {
+						var id int64
+						if err := rows.Scan(&id); err != nil {
+							t.Fatal(err)
+						}
+						ids = append(ids, id)
+					}
+					if rows.Close(); rows.Err() != nil {
+						t.Fatalf("INSERT ... ON CONFLICT through the view: %v", rows.Err())
+					}
+				}
+				if len(ids) != 1 {
+					t.Fatalf("INSERT ... ON CONFLICT DO NOTHING through the view twice returned %v, want one id", ids)
+				}
+			}
 
 			again, err := migrations.Up(ctx, url, s.Layout, migrations.Options{Expand: true})
 			if err != nil || again.After != migrations.Expanded || len(again.Steps) != 0 {
