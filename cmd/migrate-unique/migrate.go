@@ -235,6 +235,7 @@ func runPlan(ctx context.Context, e *env, args []string) error {
 		}
 		fmt.Fprintf(e.stdout, "  sql:\n%s\n", indent(s.SQL, "    "))
 	}
+	fmt.Fprintf(e.stdout, "\nverdict: %s\n", planVerdict(direction, p))
 	if fatal {
 		refuse.err = fmt.Errorf("%s would refuse: see the preflight findings above", direction)
 		return refuse
@@ -246,6 +247,29 @@ func runPlan(ctx context.Context, e *env, args []string) error {
 var phaseText = map[string]string{
 	"expand":   "expand (the old application version lives with it; up --expand runs it)",
 	"complete": "complete (after it the old version's statements naming unique_key fail; up on an expanded layout runs it)",
+}
+
+// planVerdict is plan's closing line: whether the run would go ahead, and
+// with how many steps.
+func planVerdict(direction string, p *migrations.PlanResult) string {
+	fatal, run := 0, 0
+	for _, fd := range p.Findings {
+		if fd.Fatal {
+			fatal++
+		}
+	}
+	for _, s := range p.Steps {
+		if s.Skip == "" {
+			run++
+		}
+	}
+	switch {
+	case fatal > 0:
+		return fmt.Sprintf("%s would refuse (%s above) and change nothing; exit 1", direction, counted(fatal, "fatal finding", "fatal findings"))
+	case run == 0:
+		return fmt.Sprintf("%s would change nothing; exit 0", direction)
+	}
+	return fmt.Sprintf("%s would go ahead: %s to run; exit 0", direction, counted(run, "step", "steps"))
 }
 
 // stepHow says how a planned step runs.
