@@ -21,17 +21,20 @@ import (
 	"github.com/migrate-unique/migrate-unique/internal/pgurl"
 )
 
-// benches maps a benchmark's name to its runner. The runners here only
-// parse flags and print; each benchmark's measuring code is a package of
-// its own under internal/bench.
-var benches = map[string]func(ctx context.Context, e *env, args []string) error{
-	"migration": runBenchMigration,
-	"admission": runBenchAdmission,
-	"slots":     runBenchSlots,
-	"vet":       runBenchVet,
-	"rewrite":   runBenchRewrite,
-	"lint":      runBenchLint,
-	"dashboard": runBenchDashboard,
+// benches maps a benchmark's name to its runner and what it measures. The
+// runners here only parse flags and print; each benchmark's measuring code
+// is a package of its own under internal/bench.
+var benches = map[string]struct {
+	run     func(ctx context.Context, e *env, args []string) error
+	summary string
+}{
+	"migration": {runBenchMigration, "up next to a naive migration (plain CREATE INDEX, RENAME, DROP) on a large queue while writers go on"},
+	"admission": {runBenchAdmission, "compat's enqueue on a large queue and under contention, each next to a same-run baseline"},
+	"slots":     {runBenchSlots, "slot leases: many workers sharing a group's slots, next to one worker alone"},
+	"vet":       {runBenchVet, "go vet -vettool=migrate-unique over a generated job module, next to plain go vet"},
+	"rewrite":   {runBenchRewrite, "rewrite over a generated legacy job module"},
+	"lint":      {runBenchLint, "lint and rewrite -diff over a job module, next to go vet -vettool"},
+	"dashboard": {runBenchDashboard, "concurrency serve's groups page on 10,000 groups, next to status --json's read"},
 }
 
 func runBench(ctx context.Context, e *env, args []string) error {
@@ -40,8 +43,13 @@ func runBench(ctx context.Context, e *env, args []string) error {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprintf(e.stderr, "Usage: migrate-unique bench %s [flags]\n", strings.Join(names, "|"))
+	if len(args) == 0 || isHelp(args[0]) {
+		w := e.stderr // as every command's -h
+		fmt.Fprintf(w, "Usage: migrate-unique bench NAME [flags]\n\nRuns one benchmark and prints each figure beside its same-run baseline\n(docs/performance.md holds the figures and how they were taken).\n\nBenchmarks:\n")
+		for _, n := range names {
+			fmt.Fprintf(w, "  %-10s %s\n", n, benches[n].summary)
+		}
+		fmt.Fprintf(w, "\nRun 'migrate-unique bench NAME -h' for a benchmark's flags.\n")
 		if len(args) == 0 {
 			return &exitError{code: 2}
 		}
@@ -51,7 +59,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	if !ok {
 		return &exitError{code: 2, err: fmt.Errorf("unknown benchmark %q; choose one of %s", args[0], strings.Join(names, ", "))}
 	}
-	return b(ctx, e, args[1:])
+	return b.run(ctx, e, args[1:])
 }
 
 // moduleFlags are the flags of a benchmark over a generated job module

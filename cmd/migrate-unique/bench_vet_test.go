@@ -40,8 +40,8 @@ func TestBenchUsage(t *testing.T) {
 		code int
 		want string
 	}{
-		{nil, 2, "Usage: migrate-unique bench admission|lint|migration|rewrite|slots|vet [flags]"},
-		{[]string{"-h"}, 0, "Usage: migrate-unique bench admission|lint|migration|rewrite|slots|vet [flags]"},
+		{nil, 2, "Usage: migrate-unique bench NAME [flags]"},
+		{[]string{"-h"}, 0, "\n  admission  "},
 		{[]string{"nosuch"}, 2, `unknown benchmark "nosuch"; choose one of admission, lint, migration, rewrite, slots, vet`},
 	} {
 		code, out, errOut := runCLI(t, append([]string{"bench"}, tc.args...)...)
