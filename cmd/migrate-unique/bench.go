@@ -117,9 +117,10 @@ func runBenchVet(ctx context.Context, e *env, args []string) error {
 // runBenchLint measures lint against go vet -vettool and rewrite -diff
 // over the same module, in the same run.
 func runBenchLint(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet(e, "bench lint", "bench lint [-module DIR | -packages 50 -jobs 2000 -layout importing|registered] [-runs 3]")
+	fs := newFlagSet(e, "bench lint", "bench lint [-module DIR | -packages 50 -jobs 2000 -layout importing|registered] [-runs 3] [-tool BINARY]")
 	gen := addModuleFlags(fs)
-	dir := fs.String("module", "", "measure on this existing module (its root directory; copied first, never changed) instead of a generated one")
+	dir := fs.String("module", "", "measure on this existing module, or go.work workspace (its root directory; copied first, never changed) instead of a generated one")
+	tool := fs.String("tool", "", "measure this migrate-unique `binary` (an older build, for figures before a change) instead of this one")
 	runs := fs.Int("runs", 3, "timed rounds after the warm-up, each with every package of the module changed")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -131,7 +132,7 @@ func runBenchLint(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("find this binary: %w", err)
 	}
-	return benchlint.Run(ctx, benchlint.Options{Module: gen.options(), Dir: *dir, Runs: *runs, Self: self, Out: e.stdout})
+	return benchlint.Run(ctx, benchlint.Options{Module: gen.options(), Dir: *dir, Runs: *runs, Self: self, Tool: *tool, Out: e.stdout})
 }
 
 // runBenchRewrite times `migrate-unique rewrite -w` over a generated module
