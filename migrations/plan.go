@@ -31,6 +31,15 @@ type PlannedStep struct {
 	// lock_timeout, retried after a lock timeout; a step that is neither
 	// (ANALYZE) is one statement on its own, outside any transaction.
 	Transaction bool
+	// GrowsWithTable says the step's duration grows with the size of the
+	// table it touches (an index build reads all of it). BlocksWriters says
+	// it takes, at some moment, a lock the queue's writers wait for (ACCESS
+	// EXCLUSIVE; on a partitioned table, the moments of ON ONLY and ATTACH
+	// PARTITION), always under a bounded lock wait. No step does both for
+	// one stretch: whatever a step that blocks writers must know about the
+	// rows, it learns before taking its lock (down's probe index), so that
+	// it holds the lock for a time independent of the table's size.
+	GrowsWithTable, BlocksWriters bool
 }
 
 // PlanResult is what Plan found and what Up (PlanDown: Down) would do.
@@ -118,7 +127,8 @@ func plan(ctx context.Context, databaseURL string, l layout.Layout, opts Options
 		}
 	}
 	for i, s := range steps {
-		ps := PlannedStep{Number: i + 1, Name: s.name, SQL: strings.TrimSpace(s.sql), Table: s.table, Lock: s.lock, Skip: s.skip, Concurrent: s.kind == stepConcurrent, Transaction: s.kind == stepTx}
+		ps := PlannedStep{Number: i + 1, Name: s.name, SQL: strings.TrimSpace(s.sql), Table: s.table, Lock: s.lock, Skip: s.skip, Concurrent: s.kind == stepConcurrent, Transaction: s.kind == stepTx,
+			GrowsWithTable: s.grows, BlocksWriters: s.blocksWriters()}
 		for _, t := range in.tables {
 			if strings.Contains(s.table, r.l.Table(t.name)) {
 				ps.Rows += t.rows
