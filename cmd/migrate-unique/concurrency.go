@@ -223,10 +223,10 @@ func runConcurrencyRelease(ctx context.Context, e *env, args []string) (err erro
 	}
 	j.res.Group, j.res.Changed, j.res.Slot, j.res.JobID, j.res.WorkerID, j.res.Token = l.Group, true, l.Slot, l.JobID, l.WorkerID, l.Token
 	if l.JobID == "" {
-		fmt.Fprintf(e.stdout, "freed slot %d of group %s (it was not held)\n", l.Slot, escapeControl(l.Group))
+		fmt.Fprintf(e.stdout, "freed slot %d of group %s (it was not held)\n", l.Slot, escapeName(l.Group))
 		return nil
 	}
-	fmt.Fprintf(e.stdout, "freed slot %d of group %s: job %s on worker %s, token %d, no longer valid\n", l.Slot, escapeControl(l.Group), escapeControl(l.JobID), escapeControl(dash(l.WorkerID)), l.Token)
+	fmt.Fprintf(e.stdout, "freed slot %d of group %s: job %s on worker %s, token %d, no longer valid\n", l.Slot, escapeName(l.Group), escapeControl(l.JobID), escapeControl(dash(l.WorkerID)), l.Token)
 	return nil
 }
 
@@ -239,8 +239,9 @@ admission and execution alike, without a deploy. --limit 0 blocks the group
 current holders finish and show as over the limit.
 
 GROUP is checked first: a name no job can have (an empty class or key around
-'::', control characters, a key longer than the queue's key column) is
-refused, and a group with no job, slot or override yet is refused unless
+'::', a NUL byte or invalid UTF-8, a key longer than the queue's key column)
+is refused (a name with control characters is typed as $'...', the way
+status shows it), and a group with no job, slot or override yet is refused unless
 --force is given, so that a misspelt group never takes the override.`
 
 func runConcurrencySet(ctx context.Context, e *env, args []string) (err error) {
@@ -279,7 +280,7 @@ func runConcurrencySet(ctx context.Context, e *env, args []string) (err error) {
 		return err
 	}
 	defer db.close()
-	shown, overrides := escapeControl(group), db.slots.Overrides()
+	shown, overrides := escapeName(group), db.slots.Overrides()
 	j.res.Group = group
 	if *clearIt {
 		had, err := overrides.ClearLimit(ctx, group)
@@ -339,8 +340,11 @@ func runConcurrencySet(ctx context.Context, e *env, args []string) (err error) {
 const maxGroupBytes = 2048
 
 // checkGroupName rejects a group name no job can have: empty, an empty
-// class or key around "::", control characters or invalid UTF-8, or longer
-// than any indexed key.
+// class or key around "::", a NUL byte or invalid UTF-8 (PostgreSQL text
+// holds neither), or longer than any indexed key. Control characters are
+// admitted, as compat admits them in a class or key: the operator types
+// them as bash's $'...' quoting writes them, as every command shows them
+// (escapeName, shellArg).
 func checkGroupName(group string) error {
 	class, key := layout.SplitGroupName(group)
 	bad := func(format string, args ...any) error {
@@ -349,8 +353,10 @@ func checkGroupName(group string) error {
 	switch {
 	case group == "":
 		return bad("the group name is empty; give the job's class, or class::key")
-	case strings.IndexFunc(group, isControl) >= 0 || strings.ContainsRune(group, 0) || !utf8.ValidString(group):
-		return bad("the group name %s contains a control character or invalid UTF-8; no job's class or key can be that", strconv.Quote(group))
+	case strings.ContainsRune(group, 0):
+		return bad("the group name %s contains a NUL byte; PostgreSQL text cannot hold one, so no job has it", strconv.Quote(group))
+	case !utf8.ValidString(group):
+		return bad("the group name %s is not valid UTF-8; PostgreSQL refuses such text (22021), so no job has it", strconv.Quote(group))
 	case class == "":
 		return bad("the group name %s has an empty class before '::'; give class or class::key", strconv.Quote(group))
 	case strings.Contains(group, "::") && key == "":
@@ -438,5 +444,11 @@ func shellArg(s string) string {
 	}) < 0 {
 		return s
 	}
-	return "'" + strings.ReplaceAll(escapeControl(s), "'", `'\''`) + "'"
+	if strings.IndexFunc(s, isControl) >= 0 || !utf8.ValidString(s) {
+		// ANSI-C quoting: bash, zsh and ksh turn the escapes back into
+		// the characters, so the command addresses the exact group.
+		quoted := strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s)
+		return "$'" + escapeName(quoted) + "'"
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

@@ -46,7 +46,7 @@ func runConcurrencyPause(ctx context.Context, e *env, args []string) (err error)
 		return f.explain(ctx, db, err)
 	}
 	j.res.Class, j.res.Changed, j.res.Reason = class, true, *reason
-	shown := escapeControl(class)
+	shown := escapeName(class)
 	verb := "paused:"
 	if already {
 		verb = "was already paused (reason updated):"
@@ -85,10 +85,10 @@ func runConcurrencyResume(ctx context.Context, e *env, args []string) (err error
 	}
 	j.res.Class, j.res.Changed = class, had
 	if !had {
-		fmt.Fprintf(e.stdout, "class %s was not paused; nothing changed\n", escapeControl(class))
+		fmt.Fprintf(e.stdout, "class %s was not paused; nothing changed\n", escapeName(class))
 		return nil
 	}
-	fmt.Fprintf(e.stdout, "class %s resumed: its groups are admitted and started again under their own limits\n", escapeControl(class))
+	fmt.Fprintf(e.stdout, "class %s resumed: its groups are admitted and started again under their own limits\n", escapeName(class))
 	return nil
 }
 

@@ -161,7 +161,7 @@ func statusOf(groups []compat.GroupStatus, pauses []compat.Pause) statusJSON {
 
 func printConcurrencyStatus(w io.Writer, st statusJSON, now time.Time) {
 	for _, p := range st.PausedClasses {
-		fmt.Fprintf(w, "class %s is PAUSED since %s", escapeControl(p.Class), p.Since.UTC().Format(time.RFC3339))
+		fmt.Fprintf(w, "class %s is PAUSED since %s", escapeName(p.Class), p.Since.UTC().Format(time.RFC3339))
 		if p.Reason != "" {
 			fmt.Fprintf(w, " (%s)", escapeControl(p.Reason))
 		}
@@ -209,14 +209,14 @@ func printConcurrencyStatus(w io.Writer, st statusJSON, now time.Time) {
 				limit += ")"
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s%s%d\t%d\t%d\n", escapeControl(g.Group), escapeControl(limit), count(g.Queued), count(g.Running), g.SlotsHeld, g.SlotsOverLimit, len(g.RescheduledJobs))
+		fmt.Fprintf(tw, "%s\t%s\t%s%s%d\t%d\t%d\n", escapeName(g.Group), escapeControl(limit), count(g.Queued), count(g.Running), g.SlotsHeld, g.SlotsOverLimit, len(g.RescheduledJobs))
 	}
 	tw.Flush()
 	for _, g := range st.Groups {
 		if len(g.Slots) == 0 && len(g.RescheduledJobs) == 0 && len(g.LockHolders) == 0 {
 			continue
 		}
-		fmt.Fprintf(w, "\n%s\n", escapeControl(g.Group))
+		fmt.Fprintf(w, "\n%s\n", escapeName(g.Group))
 		tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
 		if len(g.Slots) > 0 {
 			fmt.Fprintln(tw, "  SLOT\tSTATE\tJOB\tWORKER\tTOKEN\tEXPIRES")

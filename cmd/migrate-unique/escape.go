@@ -13,8 +13,16 @@ import (
 // read from the database can neither move the cursor, recolour nor reorder
 // what the operator reads. \uXXXX is also a valid escape inside a JSON
 // string, so JSON output stays valid and means the same.
-func escapeControl(s string) string {
-	if strings.IndexFunc(s, needsEscape) < 0 && utf8.ValidString(s) {
+func escapeControl(s string) string { return escapeWhere(s, needsEscape) }
+
+// escapeName renders a name (a group, a class) on one line: as
+// escapeControl, and a newline or tab in it escaped too. The escapes are
+// those of bash's $'...' quoting, so $'<what is shown>' types the name back
+// (shellArg writes it so).
+func escapeName(s string) string { return escapeWhere(s, isControl) }
+
+func escapeWhere(s string, escape func(rune) bool) string {
+	if strings.IndexFunc(s, escape) < 0 && utf8.ValidString(s) {
 		return s
 	}
 	var b strings.Builder
@@ -23,7 +31,7 @@ func escapeControl(s string) string {
 		switch {
 		case r == utf8.RuneError && size == 1:
 			fmt.Fprintf(&b, `\x%02x`, s[i])
-		case needsEscape(r):
+		case escape(r):
 			fmt.Fprintf(&b, `\u%04x`, r)
 		default:
 			b.WriteString(s[i : i+size])
