@@ -47,7 +47,9 @@ type partitionedIndex struct {
 	building string
 }
 
-func (pi *partitionedIndex) quotedIndex() string { return pgx.Identifier{pi.schema, pi.name}.Sanitize() }
+func (pi *partitionedIndex) quotedIndex() string {
+	return pgx.Identifier{pi.schema, pi.name}.Sanitize()
+}
 
 // partitionRef is one partition of a partitioned table.
 type partitionRef struct {
