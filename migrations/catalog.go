@@ -110,6 +110,15 @@ type indexInfo struct {
 	unindexed []string
 }
 
+// unindexedNote names, for an index on a partitioned table, the partitions
+// that lack their index: "" otherwise.
+func (ix indexInfo) unindexedNote() string {
+	if len(ix.unindexed) == 0 {
+		return ""
+	}
+	return " (partitions without it: " + strings.Join(ix.unindexed, ", ") + ")"
+}
+
 func (ix indexInfo) coversKey() bool {
 	return slices.Contains(ix.columns, layout.LegacyKeyColumn) || slices.Contains(ix.columns, layout.KeyColumn)
 }
@@ -515,7 +524,7 @@ func (in *inspection) drift() []string {
 			if ix.name == ci.name {
 				found = true
 				if !ix.valid {
-					out = append(out, fmt.Sprintf("counting index %s on %s is INVALID", layout.Ident(ci.name), in.l.Table(ci.table)))
+					out = append(out, fmt.Sprintf("counting index %s on %s is INVALID%s", layout.Ident(ci.name), in.l.Table(ci.table), ix.unindexedNote()))
 				}
 			}
 		}
@@ -527,13 +536,16 @@ func (in *inspection) drift() []string {
 		if t := in.table(ci.table); t == nil || t.keyBytewise() {
 			continue
 		}
-		valid := false
+		valid, note := false, ""
 		for _, ix := range in.indexes[ci.table] {
 			valid = valid || ix.name == ci.name && ix.valid
+			if ix.name == ci.name {
+				note = ix.unindexedNote()
+			}
 		}
 		if !valid {
-			out = append(out, fmt.Sprintf("prefix index %s on %s is missing or INVALID (the key column sorts by %s, not bytewise: no-overlap counts read the class)",
-				layout.Ident(ci.name), in.l.Table(ci.table), in.table(ci.table).keyCollation))
+			out = append(out, fmt.Sprintf("prefix index %s on %s is missing or INVALID%s (the key column sorts by %s, not bytewise: no-overlap counts read the class)",
+				layout.Ident(ci.name), in.l.Table(ci.table), note, in.table(ci.table).keyCollation))
 		}
 	}
 	for _, t := range in.tables {

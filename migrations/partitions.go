@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -362,4 +363,35 @@ func (r *runner) dropPartitionedUnique(ctx context.Context, st step) {
 	if pi.building != "" {
 		_, _ = r.conn.Exec(ctx, "DROP INDEX CONCURRENTLY IF EXISTS "+pi.building)
 	}
+}
+
+// partitionedForFiles refuses, for the golang-migrate files, a partitioned
+// table on which the migration builds an index (a counting index, the
+// unique rule down rebuilds): each partition's build and attach depend on
+// the partitions that exist when the files run, which fixed files cannot
+// know. Up and Down do it.
+func (in *inspection) partitionedForFiles() []Finding {
+	var out []Finding
+	for _, t := range in.tables {
+		if !t.partitioned {
+			continue
+		}
+		builds := slices.Contains(in.l.ActiveTables(), t.name)
+		for _, ix := range in.indexes[t.name] {
+			builds = builds || ix.unique && !ix.primary && ix.coversKey()
+		}
+		if in.version != nil {
+			for _, s := range in.version.saved {
+				st := in.savedTable(s)
+				builds = builds || st != nil && st.name == t.name
+			}
+		}
+		if builds {
+			table := in.l.Table(t.name)
+			out = append(out, Finding{Fatal: true, Kind: "partitioned_or_inherited_table", Object: table,
+				Message: fmt.Sprintf("table %s is partitioned: golang-migrate files cannot build its indexes online (ON ONLY the table, then CONCURRENTLY and ATTACH PARTITION for each partition that exists when they run); migrate it with migrate-unique up and down, which do", table),
+				Action:  "use migrate-unique up and down"})
+		}
+	}
+	return out
 }

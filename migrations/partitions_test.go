@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -433,5 +434,66 @@ ALTER TABLE pq.jobrequest ADD CONSTRAINT jobrequest_unique_key UNIQUE (job_class
 	}
 	if d := before.diff(takeSnapshot(t, url, partitionedLayout)); d != "" {
 		t.Fatalf("a refused up changed the database:\n%s", d)
+	}
+}
+
+// The golang-migrate files cannot build a partitioned table's indexes:
+// sql --database refuses, naming the table and what to use instead.
+func TestFilesForRefusesAPartitionedQueue(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	url := testdb.New(t)
+	if _, err := testdb.Connect(t, url).Exec(ctx, partitionedPlainJobs(2)); err != nil {
+		t.Fatal(err)
+	}
+	_, err := migrations.FilesFor(ctx, url, partitionedLayout)
+	var pe *migrations.PreflightError
+	if !errors.As(err, &pe) || !contains(err.Error(), `table "pq"."jobrequest" is partitioned: golang-migrate files cannot build its indexes online`, "migrate-unique up and down") {
+		t.Fatalf("FilesFor: %v, want the refusal of a partitioned table", err)
+	}
+}
+
+// A partition without its counting index is drift, named per partition;
+// up attaches an index to it.
+func TestStatusShowsDriftPerPartition(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	url := testdb.New(t)
+	conn := testdb.Connect(t, url)
+	if _, err := conn.Exec(ctx, partitionedPlainJobs(3)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := migrations.Up(ctx, url, partitionedLayout, migrations.Options{}); err != nil {
+		t.Fatalf("up: %v", err)
+	}
+	// The counting index rebuilt by hand on two partitions of three.
+	for _, sql := range []string{
+		`DROP INDEX pq.jobrequest_concurrency_key_idx`,
+		`CREATE INDEX jobrequest_concurrency_key_idx ON ONLY pq.jobrequest (job_class, concurrency_key)`,
+		`CREATE INDEX p0_ck ON pq.jobrequest_p0 (job_class, concurrency_key)`,
+		`ALTER INDEX pq.jobrequest_concurrency_key_idx ATTACH PARTITION pq.p0_ck`,
+		`CREATE INDEX p2_ck ON pq.jobrequest_p2 (job_class, concurrency_key)`,
+		`ALTER INDEX pq.jobrequest_concurrency_key_idx ATTACH PARTITION pq.p2_ck`,
+	} {
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	st, err := migrations.Status(ctx, url, partitionedLayout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `counting index "jobrequest_concurrency_key_idx" on "pq"."jobrequest" is INVALID (partitions without it: pq.jobrequest_p1)`; !slices.Contains(st.Drift, want) {
+		t.Fatalf("status drift %q, want %q", st.Drift, want)
+	}
+	if _, err := migrations.Up(ctx, url, partitionedLayout, migrations.Options{}); err != nil {
+		t.Fatalf("up repairing the drift: %v", err)
+	}
+	if st, err = migrations.Status(ctx, url, partitionedLayout); err != nil || len(st.Drift) != 0 {
+		t.Fatalf("status after the repair: drift %q, %v", st.Drift, err)
+	}
+	defs := partitionIndexes(t, conn, "pq.jobrequest")["pq.jobrequest_p1"]
+	if !strings.Contains(strings.Join(defs, "\n"), "CREATE INDEX jobrequest_p1_concurrency_key_idx ON pq.jobrequest_p1 USING btree (job_class, concurrency_key) ATTACHED TO pq.jobrequest_concurrency_key_idx") {
+		t.Fatalf("after the repair, partition p1's indexes: %q", defs)
 	}
 }
