@@ -497,3 +497,43 @@ func TestStatusShowsDriftPerPartition(t *testing.T) {
 		t.Fatalf("after the repair, partition p1's indexes: %q", defs)
 	}
 }
+
+// The parent's index ON ONLY waits for a writer's open transaction on the
+// table (on every server version; PostgreSQL 13 also orders it behind the
+// partitions' writers): it waits at most the lock timeout per attempt and
+// retries, and goes on once the writer commits.
+func TestOnOnlyWaitsBoundedForAnOpenWriter(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	url := testdb.New(t)
+	conn := testdb.Connect(t, url)
+	if _, err := conn.Exec(ctx, partitionedPlainJobs(2)); err != nil {
+		t.Fatal(err)
+	}
+	holder := testdb.Connect(t, url)
+	tx, err := holder.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO pq.jobrequest (created_at, job_class) VALUES ('`+month(0)+`', 'app.Open')`); err != nil {
+		t.Fatal(err)
+	}
+	var retried []string
+	var once sync.Once
+	rep, err := migrations.Up(ctx, url, partitionedLayout, migrations.Options{LockTimeout: 200 * time.Millisecond, MaxAttempts: 20,
+		OnRetry: func(step string, _ int, _ time.Duration, err error) {
+			retried = append(retried, step+": "+err.Error())
+			once.Do(func() {
+				if err := tx.Commit(ctx); err != nil {
+					t.Error(err)
+				}
+			})
+		}})
+	once.Do(func() { _ = tx.Rollback(ctx) })
+	if err != nil {
+		t.Fatalf("up: %v (retries %q)", err, retried)
+	}
+	if rep.After != migrations.Migrated || len(retried) == 0 || !strings.Contains(retried[0], "ON ONLY") {
+		t.Fatalf("up ended %s after retries %q; want a bounded wait of the ON ONLY step, retried", rep.After, retried)
+	}
+}
