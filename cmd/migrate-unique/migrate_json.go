@@ -76,6 +76,9 @@ type planStepJSON struct {
 	// lock writers wait for.
 	GrowsWithTable bool `json:"grows_with_table"`
 	BlocksWriters  bool `json:"blocks_writers"`
+	// Phase is "expand" or "complete" for a step of up (docs/migration.md,
+	// "Rolling deploys"), "" for down and up --contract.
+	Phase string `json:"phase"`
 }
 
 func planJSONOf(direction, url string, l layout.Resolved, p *migrations.PlanResult, fatal bool) planJSON {
@@ -94,7 +97,8 @@ func planJSONOf(direction, url string, l layout.Resolved, p *migrations.PlanResu
 			sql = ""
 		}
 		out.Steps = append(out.Steps, planStepJSON{Number: s.Number, Name: s.Name, Table: s.Table, Lock: s.Lock, Execution: ex,
-			Rows: s.Rows, RowsUnknown: s.RowsUnknown, Bytes: s.Bytes, Skip: s.Skip, SQL: sql, GrowsWithTable: s.GrowsWithTable, BlocksWriters: s.BlocksWriters})
+			Rows: s.Rows, RowsUnknown: s.RowsUnknown, Bytes: s.Bytes, Skip: s.Skip, SQL: sql, Phase: s.Phase,
+			GrowsWithTable: s.GrowsWithTable, BlocksWriters: s.BlocksWriters})
 	}
 	return out
 }
@@ -210,6 +214,8 @@ type statusJSONResult struct {
 	// UpRefusals lists why up would refuse (what depends on the key
 	// column); plan shows them as findings.
 	UpRefusals []string `json:"up_refusals"`
+	// VersionSchema is the version schema up --expand made, or null.
+	VersionSchema *string `json:"version_schema"`
 }
 
 type runLockJSON struct {
@@ -269,6 +275,9 @@ func statusJSONOf(url string, l layout.Resolved, st *migrations.StatusResult) st
 	}
 	if st.Saved != nil {
 		out.Saved = st.Saved
+	}
+	if st.VersionSchema != "" {
+		out.VersionSchema = &st.VersionSchema
 	}
 	if st.InvalidIndexes != nil {
 		out.InvalidIndexes = st.InvalidIndexes
