@@ -188,3 +188,13 @@ func TestPartitionedResultsTableIsMigrated(t *testing.T) {
 VALUES (now(), gen_random_uuid(), 'app.Send', '', 0, 'default', 0, 0, 'r-` + col + `', gen_random_uuid(), gen_random_uuid(), now(), '', 'SUCCESSFUL')`
 	})
 }
+
+// A partition's own unique index on the key, not part of a rule of the
+// partitioned table, would outlive the cutover: refused.
+func TestPartitionsOwnUniqueIndexIsRefused(t *testing.T) {
+	url := testdb.New(t)
+	exec(t, url, partitionedJobs+`
+ALTER TABLE jobs DROP CONSTRAINT jobs_type_key_created;
+CREATE UNIQUE INDEX jobs_now_own_key ON jobs_now (job_type, unique_key);`)
+	expectRefused(t, url, legacy.SingleTable, `partition "public"."jobs_now" has its own unique index "public"."jobs_now_own_key"`, "DROP INDEX CONCURRENTLY")
+}

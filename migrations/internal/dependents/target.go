@@ -78,6 +78,7 @@ type Check struct {
 // All lists every check, in the order their findings are shown.
 var All = []Check{
 	partitionsCheck,
+	partitionUniqueCheck,
 	functionsCheck,
 	triggerArgumentsCheck,
 	foreignKeysCheck,
