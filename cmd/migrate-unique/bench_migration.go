@@ -21,9 +21,9 @@ cutover. Prints the writer's p50/p99/max latency, failed writes and the
 longest ACCESS EXCLUSIVE hold per table, side by side. Creates and drops
 two databases on the server of --database. Takes minutes at 1M rows.
 
-With --scale, it instead migrates plain-jobs' tables and a partitioned queue
-with plain-jobs' columns (--partitions monthly partitions; 0 leaves it out)
-up and then down at each size, under a live writer, and prints every
+With --scale, it instead migrates a two-table queue with plain-jobs' columns
+and unique rule, and the same queue range-partitioned (--partitions monthly
+partitions; 0 leaves it out), up and then down at each size, under a live writer, and prints every
 step's longest writer-blocking lock and the application's longest insert
 at each size side by side, with the ratio of the largest size to the
 smallest. Creates and drops one database per queue and size.`

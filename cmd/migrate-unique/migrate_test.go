@@ -270,7 +270,7 @@ func TestBenchMigrationScale(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("bench migration --scale: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
-	for _, want := range []string{"plain-jobs: 300 rows", "partitioned (2 partitions): 300 rows", "held 600/300", "up: longest insert", "down: longest insert",
+	for _, want := range []string{"plain-jobs' columns, not partitioned: 300 rows", "plain-jobs' columns, 2 partitions: 300 rows", "held 600/300", "up: longest insert", "down: longest insert",
 		"cutover: rename unique_key", "skip-metadata column (unless it holds skip metadata)", "probe index for skip metadata", `counting index on "pq"."jobrequest"`} {
 		if !strings.Contains(out, want) {
 			t.Errorf("stdout lacks %q:\n%s", want, out)
