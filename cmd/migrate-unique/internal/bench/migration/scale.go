@@ -73,6 +73,12 @@ type ScaleRun struct {
 	Up, Down                   []StepFigures
 	UpInsertMax, DownInsertMax time.Duration
 	UpDuration, DownDuration   time.Duration
+	// OldSkipHold is the baseline of down's skip-metadata step: how long
+	// the step of earlier versions held ACCESS EXCLUSIVE on the results
+	// table while it scanned it for skip metadata (measured between up and
+	// down: the lock, the same scan, rolled back), and OldSkipInsertMax the
+	// application's longest insert meanwhile.
+	OldSkipHold, OldSkipInsertMax time.Duration
 	// Writes and FailedWrites count the writer's inserts; FirstFailure is
 	// the first failure's error.
 	Writes, FailedWrites int
@@ -315,7 +321,16 @@ WHERE k.granted AND k.locktype = 'relation' AND k.database = (SELECT oid FROM pg
 			run.UpInsertMax = max(run.UpInsertMax, d)
 		}
 		clear(insertMax)
+		step = "old skip scan"
 		mu.Unlock()
+		run.OldSkipHold, err = oldSkipScan(ctx, dbURL, q.layout)
+		mu.Lock()
+		run.OldSkipInsertMax = insertMax["old skip scan"]
+		clear(insertMax)
+		step = ""
+		mu.Unlock()
+	}
+	if err == nil {
 		run.Down, run.DownDuration, err = migrate("down", migrations.Down)
 		mu.Lock()
 		for _, d := range insertMax {
@@ -330,6 +345,33 @@ WHERE k.granted AND k.locktype = 'relation' AND k.database = (SELECT oid FROM pg
 		return fmt.Errorf("%s at %d rows: %w", q.name, run.Rows, err)
 	}
 	return nil
+}
+
+// oldSkipScan is what down's skip-metadata step did before its probe
+// index: ACCESS EXCLUSIVE on the table that carries the column, then a scan
+// of it for rows with skip metadata. It is rolled back; it returns how long
+// the lock was held.
+func oldSkipScan(ctx context.Context, dbURL string, l layout.Resolved) (time.Duration, error) {
+	conn, err := connect(ctx, dbURL)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close(context.Background())
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	table := l.Table(l.SkipTable())
+	if _, err := tx.Exec(ctx, "SET LOCAL lock_timeout = '2s'; LOCK TABLE "+table+" IN ACCESS EXCLUSIVE MODE"); err != nil {
+		return 0, fmt.Errorf("the old skip scan's lock: %w", err)
+	}
+	start := time.Now()
+	var any bool
+	if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM "+table+" WHERE "+layout.Ident(layout.SkipMetadataColumn)+" IS NOT NULL)").Scan(&any); err != nil {
+		return 0, fmt.Errorf("the old skip scan: %w", err)
+	}
+	return time.Since(start), nil
 }
 
 func contains(xs []string, x string) bool {
@@ -491,9 +533,14 @@ func (r *ScaleResult) Print(w io.Writer) {
 			}
 			if dir == "up" {
 				fmt.Fprintf(tw, "\t\t%s\t\n", ratio(last.UpInsertMax, first.UpInsertMax))
-			} else {
-				fmt.Fprintf(tw, "\t\t%s\t\n", ratio(last.DownInsertMax, first.DownInsertMax))
+				continue
 			}
+			fmt.Fprintf(tw, "\t\t%s\t\n", ratio(last.DownInsertMax, first.DownInsertMax))
+			fmt.Fprintf(tw, "baseline: the old skip step (scan under the lock)\t")
+			for _, run := range runs {
+				fmt.Fprintf(tw, "%s\t\t%s\t", ms(run.OldSkipHold), ms(run.OldSkipInsertMax))
+			}
+			fmt.Fprintf(tw, "%s\t\t%s\t\n", ratio(last.OldSkipHold, first.OldSkipHold), ratio(last.OldSkipInsertMax, first.OldSkipInsertMax))
 		}
 		tw.Flush()
 		for _, run := range runs {
