@@ -504,7 +504,7 @@ func skipMetadataJSON(sk *Skip, at time.Time) ([]byte, error) {
 		ids[i] = h.ID
 	}
 	return json.Marshal(skipMetadata{
-		Reason: "concurrency_limit", Group: sk.Group, Limit: sk.Limit, Active: sk.Active,
+		Reason: string(sk.Reason), Group: sk.Group, Limit: sk.Limit, Active: sk.Active,
 		ConflictingJobIDs: ids, ConflictingJobs: sk.Holders, SkippedAt: at.UTC(),
 	})
 }
