@@ -24,6 +24,24 @@ func Up(ctx context.Context, databaseURL string, l layout.Layout, opts Options) 
 		return nil, err
 	}
 	defer r.close()
+	if r.opts.Contract {
+		steps, err := r.contractSteps(in)
+		if err != nil || steps == nil {
+			rep.After = rep.Before
+			return rep, err
+		}
+		after, err := r.run(ctx, steps, rep, start)
+		if after != nil && after.version != nil {
+			rep.Saved = after.version.saved
+		}
+		if err == nil {
+			r.printf("%s\n", rep.Summary())
+		}
+		return rep, err
+	}
+	if r.opts.Expand && !in.needsCutover() && rep.Before != Expanded {
+		r.printf("the cutover is done already: nothing to expand; up goes on as without --expand\n")
+	}
 	drift := in.drift()
 	if rep.Before == Migrated && len(drift) == 0 {
 		rep.After = Migrated
@@ -37,6 +55,15 @@ func Up(ctx context.Context, databaseURL string, l layout.Layout, opts Options) 
 	steps, err := upSteps(in, r.opts)
 	if err != nil {
 		return nil, err
+	}
+	if expanding(in, r.opts) {
+		r.phase = "expand"
+		if expandedNothingToDo(in, steps) {
+			rep.After = Expanded
+			r.printf("already expanded (version schema %s); nothing to do. Deploy the new version with search_path = %s, %s; once no old version runs, run up to complete\n",
+				layout.Ident(in.vs.name), layout.Ident(in.vs.name), layout.Ident(in.l.Schema))
+			return rep, nil
+		}
 	}
 	after, err := r.run(ctx, steps, rep, start)
 	if after != nil && after.version != nil {
@@ -79,7 +106,7 @@ func begin(ctx context.Context, databaseURL string, l layout.Layout, opts Option
 func (r *runner) run(ctx context.Context, steps []step, rep *Report, start time.Time) (*inspection, error) {
 	runErr := r.execute(ctx, steps, rep)
 	rep.Duration = time.Since(start)
-	after, err := inspect(ctx, r.conn, r.l)
+	after, err := r.inspect(ctx)
 	if err == nil {
 		rep.After = after.state()
 	}
@@ -152,7 +179,7 @@ func upSteps(in *inspection, opts Options) ([]step, error) {
 		return nil, err
 	}
 	cut := step{name: "cutover: rename " + layout.LegacyKeyColumn + " to " + layout.KeyColumn + ", drop the unique rule", table: strings.Join(d.Tables, ", "),
-		lock: "ACCESS EXCLUSIVE (short)", kind: stepTx, sql: sql, exclusive: d.Tables}
+		lock: "ACCESS EXCLUSIVE (short)", kind: stepTx, sql: sql, exclusive: d.Tables, phase: phaseComplete}
 	if len(d.Renames) > 0 {
 		cut.name += ", rename plain-jobs' 0.37 key indexes to 0007's names"
 	}
@@ -164,6 +191,9 @@ func upSteps(in *inspection, opts Options) ([]step, error) {
 		leftovers, err := plainJobsLeftoverSteps(in)
 		if err != nil {
 			return nil, err
+		}
+		for i := range leftovers {
+			leftovers[i].phase = phaseComplete
 		}
 		steps = append(steps, leftovers...)
 	}
@@ -201,11 +231,14 @@ func upSteps(in *inspection, opts Options) ([]step, error) {
 	if sql, err = render("analyze.up.sql.tmpl", d); err != nil {
 		return nil, err
 	}
-	steps = append(steps, step{name: "analyze", table: strings.Join(d.Tables, ", "), lock: "SHARE UPDATE EXCLUSIVE (writers go on)", kind: stepPlain, sql: sql})
+	steps = append(steps, step{name: "analyze", table: strings.Join(d.Tables, ", "), lock: "SHARE UPDATE EXCLUSIVE (writers go on)", kind: stepPlain, sql: sql, phase: phaseAnalyze})
 	if sql, err = render("finish.up.sql.tmpl", d); err != nil {
 		return nil, err
 	}
-	steps = append(steps, step{name: "record migrated", table: l.Table(layout.VersionTable), lock: "none on the queue", kind: stepTx, sql: sql})
+	steps = append(steps, step{name: "record migrated", table: l.Table(layout.VersionTable), lock: "none on the queue", kind: stepTx, sql: sql, phase: phaseFinish})
+	if expanding(in, opts) {
+		return expandSteps(in, steps), nil
+	}
 	return steps, nil
 }
 
@@ -233,7 +266,7 @@ func (in *inspection) needsCutover() bool {
 // preflight inspects the database read-only and returns its findings; any
 // fatal one becomes a *PreflightError (or *NotFoundError).
 func (r *runner) preflight(ctx context.Context, direction string) (*inspection, []Finding, error) {
-	in, err := inspect(ctx, r.conn, r.l)
+	in, err := r.inspect(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -250,7 +283,7 @@ func (r *runner) preflight(ctx context.Context, direction string) (*inspection, 
 	}
 	if len(missing) > 0 {
 		nf := &NotFoundError{Missing: missing}
-		nf.Candidates, nf.Missing, nf.listErr = findCandidates(ctx, r.conn, l, nf.Missing)
+		nf.Candidates, nf.Missing, nf.listErr = findCandidates(ctx, r.conn, l, in.schemaExists, nf.Missing)
 		return nil, nil, nf
 	}
 	var fs []Finding
@@ -274,12 +307,19 @@ func (r *runner) preflight(ctx context.Context, direction string) (*inspection, 
 			fatal("key_column", "table %s has no key column %s (nor %s): is this the right table?", l.Table(t.name), layout.LegacyKeyColumn, layout.KeyColumn)
 		}
 	}
-	if !hasFatal(fs) && (direction == "up" || direction == "down") {
+	if !hasFatal(fs) && (direction == "up" || direction == "down") && !(direction == "up" && r.opts.Contract) {
 		deps, err := r.dependentFindings(ctx, in, direction)
 		if err != nil {
 			return nil, nil, err
 		}
 		fs = append(fs, deps...)
+	}
+	if !hasFatal(fs) && (direction == "up" || direction == "down") {
+		vsf, err := r.versionSchemaFindings(ctx, in, direction)
+		if err != nil {
+			return nil, nil, err
+		}
+		fs = append(fs, vsf...)
 	}
 	if in.version != nil && in.version.state != "migrated" {
 		stopped := in.stoppedRun()

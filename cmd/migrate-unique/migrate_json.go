@@ -71,6 +71,9 @@ type planStepJSON struct {
 	Bytes       int64  `json:"bytes"`
 	Skip        string `json:"skip"`
 	SQL         string `json:"sql"`
+	// Phase is "expand" or "complete" for a step of up (docs/migration.md,
+	// "Rolling deploys"), "" for down and up --contract.
+	Phase string `json:"phase"`
 }
 
 func planJSONOf(direction, url string, l layout.Resolved, p *migrations.PlanResult, fatal bool) planJSON {
@@ -89,7 +92,7 @@ func planJSONOf(direction, url string, l layout.Resolved, p *migrations.PlanResu
 			sql = ""
 		}
 		out.Steps = append(out.Steps, planStepJSON{Number: s.Number, Name: s.Name, Table: s.Table, Lock: s.Lock, Execution: ex,
-			Rows: s.Rows, RowsUnknown: s.RowsUnknown, Bytes: s.Bytes, Skip: s.Skip, SQL: sql})
+			Rows: s.Rows, RowsUnknown: s.RowsUnknown, Bytes: s.Bytes, Skip: s.Skip, SQL: sql, Phase: s.Phase})
 	}
 	return out
 }
@@ -205,6 +208,8 @@ type statusJSONResult struct {
 	// UpRefusals lists why up would refuse (what depends on the key
 	// column); plan shows them as findings.
 	UpRefusals []string `json:"up_refusals"`
+	// VersionSchema is the version schema up --expand made, or null.
+	VersionSchema *string `json:"version_schema"`
 }
 
 type runLockJSON struct {
@@ -228,7 +233,10 @@ type poolerJSON struct {
 type statusTableJSON struct {
 	Table     string `json:"table"`
 	KeyColumn string `json:"key_column"`
-	Rows      int64  `json:"rows"`
+	// Rows is the planner's estimate; RowsUnknown is true (and Rows 0)
+	// when the table was never analysed, as in plan's steps.
+	Rows        int64 `json:"rows"`
+	RowsUnknown bool  `json:"rows_unknown"`
 }
 
 func statusJSONOf(url string, l layout.Resolved, st *migrations.StatusResult) statusJSONResult {
@@ -257,10 +265,13 @@ func statusJSONOf(url string, l layout.Resolved, st *migrations.StatusResult) st
 		out.Pooler = &poolerJSON{ServerPID: p.ServerPID, ConnectionPID: p.ConnectionPID, Message: p.Error()}
 	}
 	for _, t := range st.Tables {
-		out.Tables = append(out.Tables, statusTableJSON{Table: t.Table, KeyColumn: t.KeyColumn, Rows: t.Rows})
+		out.Tables = append(out.Tables, statusTableJSON{Table: t.Table, KeyColumn: t.KeyColumn, Rows: t.Rows, RowsUnknown: t.RowsUnknown})
 	}
 	if st.Saved != nil {
 		out.Saved = st.Saved
+	}
+	if st.VersionSchema != "" {
+		out.VersionSchema = &st.VersionSchema
 	}
 	if st.InvalidIndexes != nil {
 		out.InvalidIndexes = st.InvalidIndexes
