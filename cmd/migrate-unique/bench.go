@@ -20,16 +20,19 @@ import (
 	"github.com/migrate-unique/migrate-unique/internal/pgurl"
 )
 
-// benches maps a benchmark's name to its runner. The runners here only
-// parse flags and print; each benchmark's measuring code is a package of
-// its own under internal/bench.
-var benches = map[string]func(ctx context.Context, e *env, args []string) error{
-	"migration": runBenchMigration,
-	"admission": runBenchAdmission,
-	"slots":     runBenchSlots,
-	"vet":       runBenchVet,
-	"rewrite":   runBenchRewrite,
-	"lint":      runBenchLint,
+// benches maps a benchmark's name to its runner and what it measures. The
+// runners here only parse flags and print; each benchmark's measuring code
+// is a package of its own under internal/bench.
+var benches = map[string]struct {
+	run     func(ctx context.Context, e *env, args []string) error
+	summary string
+}{
+	"migration": {runBenchMigration, "up next to a naive migration (plain CREATE INDEX, RENAME, DROP) on a large queue while writers go on"},
+	"admission": {runBenchAdmission, "compat's enqueue on a large queue and under contention, each next to a same-run baseline"},
+	"slots":     {runBenchSlots, "slot leases: many workers sharing a group's slots, next to one worker alone"},
+	"vet":       {runBenchVet, "go vet -vettool=migrate-unique over a generated job module, next to plain go vet"},
+	"rewrite":   {runBenchRewrite, "rewrite over a generated legacy job module"},
+	"lint":      {runBenchLint, "lint and rewrite -diff over a job module, next to go vet -vettool"},
 }
 
 func runBench(ctx context.Context, e *env, args []string) error {
@@ -38,8 +41,13 @@ func runBench(ctx context.Context, e *env, args []string) error {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprintf(e.stderr, "Usage: migrate-unique bench %s [flags]\n", strings.Join(names, "|"))
+	if len(args) == 0 || isHelp(args[0]) {
+		w := e.stderr // as every command's -h
+		fmt.Fprintf(w, "Usage: migrate-unique bench NAME [flags]\n\nRuns one benchmark and prints each figure beside its same-run baseline\n(docs/performance.md holds the figures and how they were taken).\n\nBenchmarks:\n")
+		for _, n := range names {
+			fmt.Fprintf(w, "  %-10s %s\n", n, benches[n].summary)
+		}
+		fmt.Fprintf(w, "\nRun 'migrate-unique bench NAME -h' for a benchmark's flags.\n")
 		if len(args) == 0 {
 			return &exitError{code: 2}
 		}
@@ -49,7 +57,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	if !ok {
 		return &exitError{code: 2, err: fmt.Errorf("unknown benchmark %q; choose one of %s", args[0], strings.Join(names, ", "))}
 	}
-	return b(ctx, e, args[1:])
+	return b.run(ctx, e, args[1:])
 }
 
 // moduleFlags are the flags of a benchmark over a generated job module
@@ -107,9 +115,10 @@ func runBenchVet(ctx context.Context, e *env, args []string) error {
 // runBenchLint measures lint against go vet -vettool and rewrite -diff
 // over the same module, in the same run.
 func runBenchLint(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet(e, "bench lint", "bench lint [-module DIR | -packages 50 -jobs 2000 -layout importing|registered] [-runs 3]")
+	fs := newFlagSet(e, "bench lint", "bench lint [-module DIR | -packages 50 -jobs 2000 -layout importing|registered] [-runs 3] [-tool BINARY]")
 	gen := addModuleFlags(fs)
-	dir := fs.String("module", "", "measure on this existing module (its root directory; copied first, never changed) instead of a generated one")
+	dir := fs.String("module", "", "measure on this existing module, or go.work workspace (its root directory; copied first, never changed) instead of a generated one")
+	tool := fs.String("tool", "", "measure this migrate-unique `binary` (an older build, for figures before a change) instead of this one")
 	runs := fs.Int("runs", 3, "timed rounds after the warm-up, each with every package of the module changed")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -121,7 +130,7 @@ func runBenchLint(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("find this binary: %w", err)
 	}
-	return benchlint.Run(ctx, benchlint.Options{Module: gen.options(), Dir: *dir, Runs: *runs, Self: self, Out: e.stdout})
+	return benchlint.Run(ctx, benchlint.Options{Module: gen.options(), Dir: *dir, Runs: *runs, Self: self, Tool: *tool, Out: e.stdout})
 }
 
 // runBenchRewrite times `migrate-unique rewrite -w` over a generated module

@@ -230,11 +230,35 @@ func runPlan(ctx context.Context, e *env, args []string) error {
 		}
 		fmt.Fprintf(e.stdout, "  sql:\n%s\n", indent(s.SQL, "    "))
 	}
+	fmt.Fprintf(e.stdout, "\nverdict: %s\n", planVerdict(direction, p))
 	if fatal {
 		refuse.err = fmt.Errorf("%s would refuse: see the preflight findings above", direction)
 		return refuse
 	}
 	return nil
+}
+
+// planVerdict is plan's closing line: whether the run would go ahead, and
+// with how many steps.
+func planVerdict(direction string, p *migrations.PlanResult) string {
+	fatal, run := 0, 0
+	for _, fd := range p.Findings {
+		if fd.Fatal {
+			fatal++
+		}
+	}
+	for _, s := range p.Steps {
+		if s.Skip == "" {
+			run++
+		}
+	}
+	switch {
+	case fatal > 0:
+		return fmt.Sprintf("%s would refuse (%s above) and change nothing; exit 1", direction, counted(fatal, "fatal finding", "fatal findings"))
+	case run == 0:
+		return fmt.Sprintf("%s would change nothing; exit 0", direction)
+	}
+	return fmt.Sprintf("%s would go ahead: %s to run; exit 0", direction, counted(run, "step", "steps"))
 }
 
 // stepHow says how a planned step runs.
@@ -327,7 +351,7 @@ func runMigration(ctx context.Context, e *env, name, usage string, args []string
 	return err
 }
 
-const statusUsage = `status [layout flags] [--database URL]
+const statusUsage = `status [layout flags] [--database URL] [--json]
 
 Shows the layout's state (legacy, partly migrated, migrated), the tool's
 version and the version recorded in the database, each table's key column,
