@@ -560,7 +560,7 @@ func TestPartitionedRebuildStoppedByADuplicateLeavesNothing(t *testing.T) {
 		}
 	}})
 	var de *migrations.DuplicatesError
-	if !errors.As(err, &de) || !strings.Contains(err.Error(), `"dup"`) {
+	if !errors.As(err, &de) || !strings.Contains(err.Error(), `class "app.Dup", key "dup, `) {
 		t.Fatalf("down: %v, want the duplicates that arrived during the rebuild", err)
 	}
 	var left []string
