@@ -300,7 +300,7 @@ FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 
 		}
 		state := layout.Ident(l.StateColumn)
 		qc.queued = stmt(l.JobsTable, key, ` AND `+state+` = `+layout.Literal(l.PendingState()))
-		qc.running = stmt(l.JobsTable, key, ` AND `+state+` IN `+l.StatesList()+` AND `+state+` <> `+layout.Literal(l.PendingState()))
+		qc.running = stmt(l.JobsTable, key, ` AND `+l.StatesCondition()+` AND `+state+` <> `+layout.Literal(l.PendingState()))
 		return qc, ""
 	}
 	for _, t := range []struct {
