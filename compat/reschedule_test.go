@@ -11,8 +11,8 @@ import (
 	"github.com/DATA-DOG/go-sqlmock"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/migrate-unique/migrate-unique/internal/testdb"
 	"github.com/migrate-unique/migrate-unique/internal/qualify"
+	"github.com/migrate-unique/migrate-unique/internal/testdb"
 	"github.com/migrate-unique/migrate-unique/layout"
 	"github.com/migrate-unique/migrate-unique/migrations"
 	"github.com/migrate-unique/migrate-unique/testdata/legacy"
