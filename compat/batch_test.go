@@ -258,7 +258,7 @@ func TestBatchStatementsAreConstant(t *testing.T) {
 			for i := range n {
 				rows.AddRow(true, nil, nil, nil, nil, 100+i, fmt.Sprintf("uuid-%d", i))
 			}
-			mock.ExpectQuery(`^WITH RECURSIVE c AS \(`).WillReturnRows(rows)
+			mock.ExpectQuery(`^` + regexp.QuoteMeta(marked("WITH RECURSIVE c AS ("))).WillReturnRows(rows)
 			mock.ExpectCommit()
 			res, err := c.EnqueueMany(t.Context(), jobs)
 			if err != nil {

@@ -305,7 +305,7 @@ func (c *Client) prepare(s *schema, jobs []Job, sc trace.SpanContext) ([]*admiss
 		}
 		if adm.record {
 			if s.results == nil {
-				return nil, fmt.Errorf("compat: job class %s wants skip records, but the layout has no results table to keep them in; set --results-table or drop ConcurrencySkipRecord", j.Class)
+				return nil, fmt.Errorf("compat: job class %s wants skip records, but the layout has no results table to keep them in; set layout.Layout.ResultsTable or drop ConcurrencySkipRecord", j.Class)
 			}
 			if !s.results.has(layout.SkipMetadataColumn) {
 				return nil, fmt.Errorf("compat: job class %s wants skip records: %w: %s has no %s column; run `migrate-unique up` first", j.Class, ErrNotMigrated, s.l.Table(s.results.name), layout.SkipMetadataColumn)

@@ -8,6 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/migrate-unique/migrate-unique/layout"
 )
 
 // Executor runs statements. It is the one small interface the runtime uses
@@ -68,6 +70,11 @@ type Row interface {
 // whichever driver is underneath.
 var ErrNoRows = errors.New("no rows in result set")
 
+// marked opens a statement with layout.CompatMarker: every statement the
+// runtime sends through Pgx and SQL carries it, so that the migration tells
+// this runtime's sessions apart from an old application version's.
+func marked(sql string) string { return layout.CompatMarker + " " + sql }
+
 // PgxHandle is what *pgxpool.Pool, *pgx.Conn and pgx.Tx have in common.
 type PgxHandle interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
@@ -90,12 +97,12 @@ type pgxDB struct {
 }
 
 func (d pgxDB) Exec(ctx context.Context, sql string, args ...any) (int64, error) {
-	tag, err := d.h.Exec(ctx, sql, args...)
+	tag, err := d.h.Exec(ctx, marked(sql), args...)
 	return tag.RowsAffected(), err
 }
 
 func (d pgxDB) Query(ctx context.Context, sql string, args ...any) (Rows, error) {
-	rows, err := d.h.Query(ctx, sql, args...)
+	rows, err := d.h.Query(ctx, marked(sql), args...)
 	if err != nil {
 		return nil, err
 	}
@@ -103,7 +110,7 @@ func (d pgxDB) Query(ctx context.Context, sql string, args ...any) (Rows, error)
 }
 
 func (d pgxDB) QueryRow(ctx context.Context, sql string, args ...any) Row {
-	return pgxRow{d.h.QueryRow(ctx, sql, args...)}
+	return pgxRow{d.h.QueryRow(ctx, marked(sql), args...)}
 }
 
 // Begin starts a transaction at READ COMMITTED (the admission check needs
@@ -169,7 +176,7 @@ type sqlDB struct {
 }
 
 func (d sqlDB) Exec(ctx context.Context, query string, args ...any) (int64, error) {
-	res, err := d.h.ExecContext(ctx, query, args...)
+	res, err := d.h.ExecContext(ctx, marked(query), args...)
 	if err != nil {
 		return 0, err
 	}
@@ -183,7 +190,7 @@ func (d sqlDB) Exec(ctx context.Context, query string, args ...any) (int64, erro
 }
 
 func (d sqlDB) Query(ctx context.Context, query string, args ...any) (Rows, error) {
-	rows, err := d.h.QueryContext(ctx, query, args...)
+	rows, err := d.h.QueryContext(ctx, marked(query), args...)
 	if err != nil {
 		return nil, err
 	}
@@ -191,7 +198,7 @@ func (d sqlDB) Query(ctx context.Context, query string, args ...any) (Rows, erro
 }
 
 func (d sqlDB) QueryRow(ctx context.Context, query string, args ...any) Row {
-	return sqlRow{d.h.QueryRowContext(ctx, query, args...)}
+	return sqlRow{d.h.QueryRowContext(ctx, marked(query), args...)}
 }
 
 func (d sqlDB) InTx() bool {
@@ -274,7 +281,7 @@ type batcher interface {
 func (d pgxDB) sendBatch(ctx context.Context, qs []query) (err error) {
 	b := &pgx.Batch{}
 	for _, q := range qs {
-		b.Queue(q.sql, q.args...)
+		b.Queue(marked(q.sql), q.args...)
 	}
 	br := d.h.SendBatch(ctx, b)
 	defer func() {

@@ -233,7 +233,7 @@ func (r *Rescheduler) twoTableSQL(ctx context.Context) (string, error) {
 	}
 	l := r.l
 	if l.ProcessesTable == "" {
-		return "", fmt.Errorf("%w: this two-table layout has no processes table (--processes-table), so a running job cannot be put back", ErrSlotArgument)
+		return "", fmt.Errorf("%w: this two-table layout has no processes table (layout.Layout.ProcessesTable), so a running job cannot be put back", ErrSlotArgument)
 	}
 	type col struct {
 		name              string
@@ -265,7 +265,7 @@ ORDER BY c.relname, a.attnum`), l.Schema, []string{l.RequestsTable, l.ProcessesT
 	}
 	req, proc := cols[l.RequestsTable], cols[l.ProcessesTable]
 	if len(req) == 0 || len(proc) == 0 {
-		return "", fmt.Errorf("%w: %s or %s does not exist; check --schema, --requests-table and --processes-table", ErrSlotArgument, l.Table(l.RequestsTable), l.Table(l.ProcessesTable))
+		return "", fmt.Errorf("%w: %s or %s does not exist; check layout.Layout.Schema, RequestsTable and ProcessesTable", ErrSlotArgument, l.Table(l.RequestsTable), l.Table(l.ProcessesTable))
 	}
 	procHas := func(name string) bool {
 		return slices.ContainsFunc(proc, func(c col) bool { return c.name == name })

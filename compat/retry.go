@@ -169,7 +169,7 @@ type failed struct {
 func (s *schema) retrySQL(byID, classes bool) (string, error) {
 	t := s.results
 	if s.l.SingleTable() || t == nil {
-		return "", fmt.Errorf("%w: retries need a two-table layout with a results table (--results-table)", ErrSchema)
+		return "", fmt.Errorf("%w: retries need a two-table layout with a results table (layout.Layout.ResultsTable)", ErrSchema)
 	}
 	for _, c := range []string{"status", "retries", "retry_attempt", "retry_job_request_uuid"} {
 		if !t.has(c) {

@@ -122,13 +122,13 @@ func inspect(ctx context.Context, db Executor, l layout.Resolved) (*schema, erro
 	}
 
 	s := &schema{l: l, hasLimits: tables[layout.LimitsTable] != nil}
-	need := func(name, flag string) (*table, error) {
+	need := func(name, field string) (*table, error) {
 		t := tables[name]
 		if t == nil {
-			return nil, fmt.Errorf("%w: table %s not found; check %s and --schema", ErrSchema, l.Table(name), flag)
+			return nil, fmt.Errorf("%w: table %s not found; check layout.Layout.%s and Schema", ErrSchema, l.Table(name), field)
 		}
 		if !t.has(l.ClassColumn) {
-			return nil, fmt.Errorf("%w: table %s has no class column %s; set --class-column", ErrSchema, l.Table(name), layout.Ident(l.ClassColumn))
+			return nil, fmt.Errorf("%w: table %s has no class column %s; set layout.Layout.ClassColumn", ErrSchema, l.Table(name), layout.Ident(l.ClassColumn))
 		}
 		key := t.keyColumn()
 		if key == "" {
@@ -148,24 +148,24 @@ func inspect(ctx context.Context, db Executor, l layout.Resolved) (*schema, erro
 		return t, nil
 	}
 	if l.SingleTable() {
-		if s.requests, err = need(l.JobsTable, "--jobs-table"); err != nil {
+		if s.requests, err = need(l.JobsTable, "JobsTable"); err != nil {
 			return nil, err
 		}
 		if !s.requests.has(l.StateColumn) {
-			return nil, fmt.Errorf("%w: table %s has no state column %s; set --state-column", ErrSchema, l.Table(l.JobsTable), layout.Ident(l.StateColumn))
+			return nil, fmt.Errorf("%w: table %s has no state column %s; set layout.Layout.StateColumn", ErrSchema, l.Table(l.JobsTable), layout.Ident(l.StateColumn))
 		}
 		s.results = s.requests
 	} else {
-		if s.requests, err = need(l.RequestsTable, "--requests-table"); err != nil {
+		if s.requests, err = need(l.RequestsTable, "RequestsTable"); err != nil {
 			return nil, err
 		}
 		if l.ProcessesTable != "" {
-			if s.processes, err = need(l.ProcessesTable, "--processes-table"); err != nil {
+			if s.processes, err = need(l.ProcessesTable, "ProcessesTable"); err != nil {
 				return nil, err
 			}
 		}
 		if l.ResultsTable != "" {
-			if s.results, err = need(l.ResultsTable, "--results-table"); err != nil {
+			if s.results, err = need(l.ResultsTable, "ResultsTable"); err != nil {
 				return nil, err
 			}
 		}

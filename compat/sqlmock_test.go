@@ -109,16 +109,16 @@ func TestAdmissionStatementsArePinned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mock.ExpectQuery(qualify.Must(catalogQuery)).
+	mock.ExpectQuery(marked(qualify.Must(catalogQuery))).
 		WithArgs("public", "plainjobs_jobrequest", "plainjobs_jobprocess", "plainjobs_jobresult", "concurrency_limits", "job_class").
 		WillReturnRows(plainJobsCatalog())
 
 	// A keyed job, limit 2: admitted.
 	mock.ExpectBegin()
-	mock.ExpectExec(qualify.Must(wantGroupLock)).
+	mock.ExpectExec(marked(qualify.Must(wantGroupLock))).
 		WithArgs(int64(-744096600792446844), int64(7527929927103732752)).
 		WillReturnResult(sqlmock.NewResult(0, 1))
-	mock.ExpectQuery(qualify.Must(wantAdmit)).
+	mock.ExpectQuery(marked(qualify.Must(wantAdmit))).
 		WithArgs("app.jobs.ChargeJob::charge-7", 2, "app.jobs.ChargeJob", "charge-7",
 			"app.jobs.ChargeJob", "charge-7", `{"amount_cents":700}`, 5, "default", 3, 0, nil, "compat", nil, nil).
 		WillReturnRows(sqlmock.NewRows([]string{"n", "active", "holders", "r_id", "r_uuid"}).AddRow(2, 1, "plainjobs_jobprocess:9", 41, "9b2f6c1e-0000-4000-8000-000000000041"))
@@ -135,10 +135,10 @@ func TestAdmissionStatementsArePinned(t *testing.T) {
 	// A keyless job with a class-wide limit 3: the class lock exclusive, no
 	// group lock, the class counted; blocked.
 	mock.ExpectBegin()
-	mock.ExpectExec(qualify.Must(wantClassLock)).
+	mock.ExpectExec(marked(qualify.Must(wantClassLock))).
 		WithArgs(int64(-744096600792446844)).
 		WillReturnResult(sqlmock.NewResult(0, 1))
-	mock.ExpectQuery(qualify.Must(wantClassWideAdmit)).
+	mock.ExpectQuery(marked(qualify.Must(wantClassWideAdmit))).
 		WithArgs("app.jobs.ChargeJob", 3, "app.jobs.ChargeJob",
 			"app.jobs.ChargeJob", "", nil, 0, "default", 0, 0, nil, "compat", nil, nil).
 		WillReturnRows(sqlmock.NewRows([]string{"n", "active", "holders", "r_id", "r_uuid"}).AddRow(3, 3, "plainjobs_jobrequest:41,plainjobs_jobrequest:42,plainjobs_jobprocess:9", nil, nil))
@@ -155,10 +155,10 @@ func TestAdmissionStatementsArePinned(t *testing.T) {
 	// it. Each table is read up to the limit, so the statement may return
 	// more holders than the limit: the result reports the first ones.
 	mock.ExpectBegin()
-	mock.ExpectExec(qualify.Must(wantCarryLock)).
+	mock.ExpectExec(marked(qualify.Must(wantCarryLock))).
 		WithArgs(int64(-744096600792446844), "app.jobs.ChargeJob", "migrate_unique.override_0").
 		WillReturnResult(sqlmock.NewResult(0, 1))
-	mock.ExpectQuery(qualify.Must(wantCarryAdmit)).
+	mock.ExpectQuery(marked(qualify.Must(wantCarryAdmit))).
 		WithArgs("migrate_unique.override_0", nil, "app.jobs.ChargeJob",
 			"app.jobs.ChargeJob", "", nil, 0, "default", 0, 0, nil, "compat", nil, nil).
 		WillReturnRows(sqlmock.NewRows([]string{"n", "active", "holders", "r_id", "r_uuid"}).AddRow(1, 2, "plainjobs_jobrequest:41,plainjobs_jobprocess:9", nil, nil))
@@ -173,10 +173,10 @@ func TestAdmissionStatementsArePinned(t *testing.T) {
 
 	// A keyed job without a limit: no override, so no group lock; admitted.
 	mock.ExpectBegin()
-	mock.ExpectExec(qualify.Must(wantKeyedCarryLock)).
+	mock.ExpectExec(marked(qualify.Must(wantKeyedCarryLock))).
 		WithArgs(int64(-744096600792446844), int64(7527929927103732752), "app.jobs.ChargeJob::charge-7", "migrate_unique.override_0").
 		WillReturnResult(sqlmock.NewResult(0, 1))
-	mock.ExpectQuery(qualify.Must(wantKeyedCarryAdmit)).
+	mock.ExpectQuery(marked(qualify.Must(wantKeyedCarryAdmit))).
 		WithArgs("migrate_unique.override_0", nil, "app.jobs.ChargeJob", "charge-7",
 			"app.jobs.ChargeJob", "charge-7", nil, 0, "default", 0, 0, nil, "compat", nil, nil).
 		WillReturnRows(sqlmock.NewRows([]string{"n", "active", "holders", "r_id", "r_uuid"}).AddRow(nil, 0, "", 43, "9b2f6c1e-0000-4000-8000-000000000043"))

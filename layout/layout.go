@@ -36,6 +36,16 @@ const (
 	SkipMetadataColumn = "concurrency_skip"
 	// VersionTable is the tool's own version table (never schema_migrations).
 	VersionTable = "migrate_unique_version"
+	// CompatMarker is the SQL comment that opens every statement the compat
+	// runtime sends through its adapters (compat.Pgx, compat.SQL). It tells
+	// the new application version's sessions apart from the old version's
+	// in pg_stat_activity and pg_stat_statements: on an expanded layout
+	// compat's statements name unique_key too, and completing the migration
+	// refuses only while statements without the marker name it. It comes
+	// first so that a truncated query text (track_activity_query_size)
+	// still shows it, and holds neither % nor _, so LIKE and position()
+	// match it literally.
+	CompatMarker = "/* migrate-unique compat */"
 )
 
 // Plain-jobs' own table names, the default two-table layout.

@@ -82,6 +82,20 @@ func TestBadInputIsAClearErrorAndChangesNothing(t *testing.T) {
 		}(),
 		want: []string{`schema "public""; DROP TABLE plainjobs_jobresult; --" does not exist`},
 	}, {
+		name:  "a schema that does not exist",
+		setup: `CREATE SCHEMA "Team"; CREATE TABLE "Team".jobs (job_type text, status text, unique_key text)`,
+		l: func() layout.Layout {
+			l := pj
+			l.Schema = "nc_nope"
+			return l
+		}(),
+		want: []string{`schema "nc_nope" does not exist (--schema)`, `the schemas holding queue-shaped tables (with a unique_key or concurrency_key column) are "Team", "public": pass one with --schema`},
+		check: func(t *testing.T, err error) {
+			if msg := err.Error(); strings.Count(msg, "nc_nope") != 1 || strings.Contains(msg, "name it exactly") || strings.Contains(msg, " matches ") {
+				t.Errorf("the schema is named more than once, or as a near miss of each table:\n%s", msg)
+			}
+		},
+	}, {
 		name: "invalid layout",
 		l:    layout.Layout{RequestsTable: "a", JobsTable: "b"},
 		want: []string{"choose one layout"},

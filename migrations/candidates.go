@@ -20,9 +20,11 @@ type foundTable struct {
 
 // findCandidates lists the tables of the database that have a key column,
 // grouped into layouts with the flags that select them, and completes the
-// missing messages with near misses (same name in another case or schema).
-// An error means the tables could not be listed; missing is returned as is.
-func findCandidates(ctx context.Context, q querier, l layout.Resolved, missing []string) ([]Candidate, []string, error) {
+// missing messages: where the layout's schema does not exist, with the
+// schemas that hold such tables; otherwise with near misses (same name in
+// another case or schema). An error means the tables could not be listed;
+// missing is returned as is.
+func findCandidates(ctx context.Context, q querier, l layout.Resolved, schemaExists bool, missing []string) ([]Candidate, []string, error) {
 	rows, err := q.Query(ctx, `
 SELECT n.nspname::text, c.relname::text,
        ARRAY(SELECT a.attname::text FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum),
@@ -53,6 +55,22 @@ ORDER BY 1, 2`)
 		return nil, missing, err
 	}
 
+	if !schemaExists {
+		// Every wanted table is missing for the one reason: say where
+		// queue-shaped tables are instead of a near miss per table.
+		var schemas []string
+		for _, t := range all {
+			if s := layout.Ident(t.schema); !slices.Contains(schemas, s) {
+				schemas = append(schemas, s)
+			}
+		}
+		if len(schemas) == 0 {
+			missing = append(missing, "no schema of this database holds a queue-shaped table (one with a unique_key or concurrency_key column)")
+		} else {
+			missing = append(missing, fmt.Sprintf("the schemas holding queue-shaped tables (with a unique_key or concurrency_key column) are %s: pass one with --schema (names are case-sensitive)", strings.Join(schemas, ", ")))
+		}
+		return groupCandidates(all), missing, nil
+	}
 	// Near misses: a wanted table that exists under another case or schema.
 	for _, want := range l.Tables() {
 		var near []string
@@ -68,7 +86,12 @@ ORDER BY 1, 2`)
 			missing = append(missing, fmt.Sprintf("%s matches %d candidates (%s): name one exactly with --schema and the table flag", layout.Ident(want), len(near), strings.Join(near, ", ")))
 		}
 	}
+	return groupCandidates(all), missing, nil
+}
 
+// groupCandidates groups the tables with a key column into layouts, with
+// the flags that select them.
+func groupCandidates(all []foundTable) []Candidate {
 	var out []Candidate
 	bySchema := map[string][]foundTable{}
 	var schemas []string
@@ -123,7 +146,7 @@ ORDER BY 1, 2`)
 			out = append(out, candidate(c))
 		}
 	}
-	return out, missing, nil
+	return out
 }
 
 func candidate(l layout.Layout) Candidate {

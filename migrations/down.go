@@ -68,7 +68,8 @@ func (r *runner) printKept(rep *Report) {
 
 // downWork is what Down does from in, for Down and PlanDown alike: the
 // findings beyond the preflight's, and the steps (none: nothing to roll
-// back), or a *DuplicatesError when groups break a saved unique rule. On a
+// back); with a *DuplicatesError when groups break a saved unique rule
+// (the steps are then those down would run once they are resolved). On a
 // legacy layout it is what an earlier down kept (runtime tables, the
 // skip-metadata column), dropped again.
 func (r *runner) downWork(ctx context.Context, in *inspection) ([]Finding, []step, error) {
@@ -87,13 +88,20 @@ func (r *runner) downWork(ctx context.Context, in *inspection) ([]Finding, []ste
 	if len(saved) == 0 && in.needsRenameBack() {
 		fs = append(fs, Finding{Kind: "no_saved_rule", Message: "no unique rule was saved for this layout (it was not migrated by this tool, or its cutover never ran): down renames the column back but restores no unique rule"})
 	}
-	if groups, err := scanDuplicates(ctx, r.conn, r.l, saved); err != nil {
+	groups, err := scanDuplicates(ctx, r.conn, r.l, saved)
+	if err != nil {
 		return fs, nil, err
-	} else if len(groups) > 0 {
-		return fs, nil, &DuplicatesError{Groups: groups}
 	}
 	steps, err := r.downSteps(in, saved)
-	return fs, steps, err
+	if err != nil {
+		return fs, nil, err
+	}
+	if len(groups) > 0 {
+		// The steps come with the refusal: plan --down lists what down
+		// would run once the groups are resolved; Down runs none of them.
+		return fs, steps, &DuplicatesError{Groups: groups}
+	}
+	return fs, steps, nil
 }
 
 // runtimeLeft reports runtime tables or the skip-metadata column left in

@@ -158,7 +158,7 @@ func TestNotFoundSaysWhenCandidatesCannotBeListed(t *testing.T) {
 	}
 	missing := []string{`table "public"."plainjobs_jobrequest" does not exist`}
 	nf := &NotFoundError{Missing: missing}
-	nf.Candidates, nf.Missing, nf.listErr = findCandidates(ctx, conn, mustResolve(t, layout.PlainJobs()), missing)
+	nf.Candidates, nf.Missing, nf.listErr = findCandidates(ctx, conn, mustResolve(t, layout.PlainJobs()), true, missing)
 	if nf.listErr == nil {
 		t.Fatal("findCandidates on a closed connection reported no error")
 	}

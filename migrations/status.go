@@ -14,8 +14,11 @@ type TableStatus struct {
 	Table string
 	// KeyColumn is unique_key or concurrency_key.
 	KeyColumn string
-	// Rows is the planner's row estimate.
-	Rows int64
+	// Rows is the planner's row estimate; RowsUnknown says the table was
+	// never analysed, so there is no estimate and Rows is 0 (as
+	// PlannedStep.RowsUnknown).
+	Rows        int64
+	RowsUnknown bool
 }
 
 // StatusResult says where a layout stands.
@@ -116,7 +119,7 @@ func Status(ctx context.Context, databaseURL string, l layout.Layout) (*StatusRe
 		res.RecordedVersion, res.RecordedAt, res.Saved = in.version.toolVersion, in.version.updatedAt, in.version.saved
 	}
 	for _, t := range in.tables {
-		res.Tables = append(res.Tables, TableStatus{Table: r.l.Table(t.name), KeyColumn: t.keyColumn(), Rows: t.rows})
+		res.Tables = append(res.Tables, TableStatus{Table: r.l.Table(t.name), KeyColumn: t.keyColumn(), Rows: t.rows, RowsUnknown: t.rowsUnknown})
 	}
 	return res, nil
 }

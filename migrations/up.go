@@ -250,7 +250,7 @@ func (r *runner) preflight(ctx context.Context, direction string) (*inspection, 
 	}
 	if len(missing) > 0 {
 		nf := &NotFoundError{Missing: missing}
-		nf.Candidates, nf.Missing, nf.listErr = findCandidates(ctx, r.conn, l, nf.Missing)
+		nf.Candidates, nf.Missing, nf.listErr = findCandidates(ctx, r.conn, l, in.schemaExists, nf.Missing)
 		return nil, nil, nf
 	}
 	var fs []Finding

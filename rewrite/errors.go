@@ -1,14 +1,15 @@
 package rewrite
 
 import (
-	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/migrate-unique/migrate-unique/analyzer/load"
 )
 
 // ErrNoPackages is returned when the patterns match no package of the main
-// module.
-var ErrNoPackages = errors.New("the patterns match no package of the main module")
+// module: the loader's [load.ErrNoPackages].
+var ErrNoPackages = load.ErrNoPackages
 
 // NoModuleError means the directory is in no Go module and no go.work
 // workspace: there is nothing to migrate there.
@@ -25,18 +26,9 @@ func (e *NoModuleError) Error() string {
 const maxListed = 10
 
 // LoadError means the module could not be loaded or does not type-check, so
-// no fix can be trusted. Nothing was changed.
-type LoadError struct {
-	// Tags is the build-tag set of the failing load ("" for none).
-	Tags string
-	// Problems are the loader's messages, each led by its position.
-	Problems []string
-}
-
-func (e *LoadError) Error() string {
-	return fmt.Sprintf("the module does not load or type-check%s; fix it first (go build ./... && go vet ./...), then rerun:\n%s",
-		tagsSuffix(e.Tags), listProblems(e.Problems))
-}
+// no fix can be trusted. Nothing was changed. The loader
+// ([load.LoadError]) returns it, its problems reduced to their root causes.
+type LoadError = load.LoadError
 
 // VerifyError means the rewritten module would not type-check: the fixes
 // are wrong for this code, so nothing was changed.

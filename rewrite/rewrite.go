@@ -5,9 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"go/ast"
 	"go/format"
-	"go/parser"
 	"go/token"
 	"io/fs"
 	"log/slog"
@@ -20,8 +18,9 @@ import (
 	"time"
 
 	"golang.org/x/tools/go/analysis"
-	"golang.org/x/tools/go/analysis/checker"
 	"golang.org/x/tools/go/packages"
+
+	"github.com/migrate-unique/migrate-unique/analyzer/load"
 )
 
 // Options configures [Plan].
@@ -57,6 +56,11 @@ type Options struct {
 	// refusing: for modules whose generated files (mocks) must be
 	// regenerated from the rewritten interfaces before they build again.
 	AllowTypeErrors bool
+	// FullLoad loads and analyses every package of a load at once, with
+	// go/packages and the analysis checker ([load.Config.Full]), instead of
+	// one package at a time: the reference the tests hold the default to.
+	// It gives the same result for more memory.
+	FullLoad bool
 	// Logger receives each phase's duration at debug level; nil discards.
 	Logger *slog.Logger
 }
@@ -183,7 +187,7 @@ func Plan(ctx context.Context, opts Options) (*Result, error) {
 		}
 		for i, tags := range tagSets {
 			start := time.Now()
-			problems, ok := recheck(p.loads[i], changed)
+			problems, ok := p.loads[i].Check(changed)
 			opts.Logger.DebugContext(ctx, "rewrite: rechecked the module", "tags", tags, "usable", ok, "problems", len(problems), "duration", time.Since(start))
 			if whole && ok && len(problems) == 0 {
 				continue
@@ -215,8 +219,8 @@ type planner struct {
 	findings   map[findingKey]*Finding
 	// loaded are the main module's files some load included.
 	loaded map[string]bool
-	// loads are the packages of each load, in tagSets order.
-	loads [][]*packages.Package
+	// loads are the loads, one per tag set, in tagSets order.
+	loads []*load.Program
 }
 
 type findingKey struct {
@@ -226,58 +230,23 @@ type findingKey struct {
 	message  string
 }
 
-// loadMode is what the analysis driver needs: syntax and types for the
-// patterns' packages (all of the module's, by default), type-checked from
-// source, and types from export data for everything else. The analyzer runs
-// on every package of the graph for its facts; outside the main module it
-// needs no syntax (a job interface of a dependency is found in its scope),
-// and the standard library is not parsed and type-checked again on every
-// run.
-const loadMode = packages.LoadSyntax | packages.NeedModule
-
-func loadConfig(ctx context.Context, opts Options, tags string, mode packages.LoadMode) *packages.Config {
-	cfg := &packages.Config{Context: ctx, Mode: mode, Dir: opts.Dir, Env: opts.Env, Tests: true, ParseFile: ParseFile}
-	if tags != "" {
-		cfg.BuildFlags = []string{"-tags=" + tags}
-	}
-	return cfg
-}
-
-// ParseFile parses a file for go/packages (packages.Config.ParseFile)
-// without the deprecated ast.Object resolution, which nothing here reads
-// (types.Info says what every identifier is): a whole module's syntax then
-// takes less memory.
-func ParseFile(fset *token.FileSet, filename string, src []byte) (*ast.File, error) {
-	return parser.ParseFile(fset, filename, src, parser.AllErrors|parser.ParseComments|parser.SkipObjectResolution)
-}
-
 // analyze runs one load (one tag set) and records its findings and edits.
 func (p *planner) analyze(ctx context.Context, opts Options, patterns []string, tags string) error {
 	start := time.Now()
-	pkgs, err := packages.Load(loadConfig(ctx, opts, tags, loadMode), patterns...)
-	opts.Logger.DebugContext(ctx, "rewrite: loaded", "tags", tags, "packages", len(pkgs), "duration", time.Since(start))
-	if err != nil {
-		return fmt.Errorf("load %s%s: %w", strings.Join(patterns, " "), tagsSuffix(tags), err)
-	}
-	for _, pkg := range pkgs {
-		if len(pkg.Errors) > 0 && len(pkg.GoFiles) == 0 && len(pkg.IgnoredFiles) == 0 {
-			// A pattern naming no package at all, not a package with errors.
-			return fmt.Errorf("%w: %s%s: %v", ErrNoPackages, strings.Join(patterns, " "), tagsSuffix(tags), pkg.Errors[0].Msg)
-		}
-	}
-	if problems := Causes(pkgs, p.moduleDir); len(problems) > 0 {
-		return &LoadError{Tags: tags, Problems: problems}
-	}
-	roots, err := p.mainModuleRoots(pkgs, patterns)
+	prog, err := load.Load(ctx, load.Config{Dir: opts.Dir, Env: opts.Env, Tags: tags, Tests: true, Root: p.moduleDir, Full: opts.FullLoad}, patterns)
 	if err != nil {
 		return err
 	}
-	p.loads = append(p.loads, pkgs)
+	opts.Logger.DebugContext(ctx, "rewrite: listed", "tags", tags, "duration", time.Since(start))
+	if err := p.mainModule(prog.Named(), patterns); err != nil {
+		return err
+	}
+	p.loads = append(p.loads, prog)
 	// Files of the main module: the only files a fix may edit. GoFiles, not
 	// CompiledGoFiles, and only under the module's directory: cgo's
 	// generated files and the test main live in the build cache.
 	own := map[string]bool{}
-	packages.Visit(pkgs, nil, func(pkg *packages.Package) {
+	prog.Visit(func(pkg *packages.Package) {
 		if pkg.Module != nil && pkg.Module.Main {
 			for _, f := range pkg.GoFiles {
 				if relPath(pkg.Module.Dir, f) == f {
@@ -290,31 +259,22 @@ func (p *planner) analyze(ctx context.Context, opts Options, patterns []string, 
 	})
 
 	start = time.Now()
-	a := opts.Analyzer
-	if opts.Program != nil {
-		if a, err = opts.Program(pkgs); err != nil {
-			return err
-		}
+	program := opts.Program
+	if program == nil {
+		program = func([]*packages.Package) (*analysis.Analyzer, error) { return opts.Analyzer, nil }
 	}
-	graph, err := checker.Analyze([]*analysis.Analyzer{a}, roots, nil)
+	results, err := prog.Analyze(program)
 	if err != nil {
-		return fmt.Errorf("run analyzer %s: %w", a.Name, err)
+		return err
 	}
 	opts.Logger.DebugContext(ctx, "rewrite: analyzed", "tags", tags, "duration", time.Since(start))
-	for _, act := range graph.Roots {
-		if act.Err != nil {
-			return fmt.Errorf("analyzer %s on %s%s: %w", a.Name, act.Package.ID, tagsSuffix(tags), act.Err)
-		}
-		fset := act.Package.Fset
-		for _, d := range act.Diagnostics {
-			if err := p.record(fset, d, own); err != nil {
+	for _, r := range results {
+		for _, d := range r.Diagnostics {
+			if err := p.record(r.Package.Fset, d, own); err != nil {
 				return err
 			}
 		}
 	}
-	// The check of the rewritten module needs the syntax and the types,
-	// not what the analysis read of them: let that go before it runs.
-	packages.Visit(pkgs, nil, func(pkg *packages.Package) { pkg.TypesInfo = nil })
 	return nil
 }
 
@@ -504,13 +464,12 @@ func sameDir(dir, root string) bool {
 	return abs == root
 }
 
-// mainModuleRoots returns the loaded packages after checking they all belong
-// to the main module, and records the module.
-func (p *planner) mainModuleRoots(pkgs []*packages.Package, patterns []string) ([]*packages.Package, error) {
-	var roots []*packages.Package
-	for _, pkg := range pkgs {
+// mainModule checks that the packages named all belong to the main module
+// (or the workspace's modules), and records the modules.
+func (p *planner) mainModule(named []*packages.Package, patterns []string) error {
+	for _, pkg := range named {
 		if pkg.Module == nil || !pkg.Module.Main {
-			return nil, fmt.Errorf("package %s is not in the main module (nor a module of the go.work workspace); rewrite migrates the main module, or the modules of a workspace together: run it from that module's directory, or add the module to go.work", pkg.PkgPath)
+			return fmt.Errorf("package %s is not in the main module (nor a module of the go.work workspace); rewrite migrates the main module, or the modules of a workspace together: run it from that module's directory, or add the module to go.work", pkg.PkgPath)
 		}
 		if !p.moduleDirs[pkg.Module.Dir] {
 			p.moduleDirs[pkg.Module.Dir] = true
@@ -522,29 +481,11 @@ func (p *planner) mainModuleRoots(pkgs []*packages.Package, patterns []string) (
 			sort.Strings(mods)
 			p.module = strings.Join(mods, ", ")
 		}
-		roots = append(roots, pkg)
 	}
-	if len(roots) == 0 {
-		return nil, fmt.Errorf("%w: %s", ErrNoPackages, strings.Join(patterns, " "))
+	if len(named) == 0 {
+		return fmt.Errorf("%w: %s", ErrNoPackages, strings.Join(patterns, " "))
 	}
-	return roots, nil
-}
-
-// loadProblems lists every load, parse and type error of the packages and
-// their dependencies.
-func loadProblems(pkgs []*packages.Package) []string {
-	var out []string
-	seen := map[string]bool{}
-	packages.Visit(pkgs, nil, func(pkg *packages.Package) {
-		for _, e := range pkg.Errors {
-			msg := e.Error()
-			if !seen[msg] {
-				seen[msg] = true
-				out = append(out, msg)
-			}
-		}
-	})
-	return out
+	return nil
 }
 
 // record adds one diagnostic: its finding, and its fix's edits when it has
@@ -671,24 +612,21 @@ func mergeEdits(file string, content []byte, edits []edit) ([]edit, error) {
 	return out, nil
 }
 
-// verify type-checks the rewritten module in memory (an overlay), so a fix
-// that would break the build is refused before anything is written.
+// verify type-checks the rewritten module in memory (an overlay), every
+// package from source, so a fix that would break the build is refused
+// before anything is written.
 func verify(ctx context.Context, opts Options, patterns []string, tags string, files []FileChange) error {
-	// Every package is type-checked from source, as the first load did:
-	// export data would mean compiling the module, which costs more than
-	// checking it.
-	cfg := loadConfig(ctx, opts, tags, packages.NeedName|packages.NeedFiles|packages.NeedCompiledGoFiles|packages.NeedImports|packages.NeedDeps|packages.NeedTypes)
-	cfg.Overlay = make(map[string][]byte, len(files))
+	overlay := make(map[string][]byte, len(files))
 	for _, f := range files {
-		cfg.Overlay[f.Path] = f.New
+		overlay[f.Path] = f.New
 	}
 	start := time.Now()
-	pkgs, err := packages.Load(cfg, patterns...)
+	problems, err := load.Verify(ctx, load.Config{Dir: opts.Dir, Env: opts.Env, Tags: tags, Tests: true}, patterns, overlay)
 	if err != nil {
-		return fmt.Errorf("type-check the rewritten module%s: %w", tagsSuffix(tags), err)
+		return fmt.Errorf("type-check the rewritten module: %w", err)
 	}
 	opts.Logger.DebugContext(ctx, "rewrite: verified", "tags", tags, "duration", time.Since(start))
-	if problems := loadProblems(pkgs); len(problems) > 0 {
+	if len(problems) > 0 {
 		return &VerifyError{Tags: tags, Problems: problems}
 	}
 	return nil

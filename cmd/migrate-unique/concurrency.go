@@ -12,8 +12,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/migrate-unique/migrate-unique/cmd/migrate-unique/internal/groupstatus"
 	"github.com/migrate-unique/migrate-unique/compat"
 	"github.com/migrate-unique/migrate-unique/internal/pgurl"
 	"github.com/migrate-unique/migrate-unique/layout"
@@ -21,7 +21,7 @@ import (
 
 // Owned by the execution issue: concurrency status | release | set.
 
-const concurrencyUsage = `concurrency status|release|set|pause|resume ...
+const concurrencyUsage = `concurrency status|release|set|pause|resume|serve ...
 
   concurrency status [GROUP] [--database URL] [layout flags] [--json]
       every group (or one) with its limit, queued and running jobs, slots
@@ -36,6 +36,9 @@ const concurrencyUsage = `concurrency status|release|set|pause|resume ...
   concurrency pause CLASS [--reason TEXT] [--database URL] [--schema S] [--json]
   concurrency resume CLASS [--database URL] [--schema S] [--json]
       stop (and start again) a whole class: its keyless group and every key
+  concurrency serve [--database URL] [layout flags] [--listen 127.0.0.1:8080] [--token T] [--read-only]
+      the same in a browser: groups by pressure, each group's slots and
+      jobs, and the switches above, each confirmed first
 
 A GROUP is a job class, or class::key.`
 
@@ -58,8 +61,10 @@ func runConcurrency(ctx context.Context, e *env, args []string) error {
 		return runConcurrencyPause(ctx, e, args[1:])
 	case "resume":
 		return runConcurrencyResume(ctx, e, args[1:])
+	case "serve":
+		return runConcurrencyServe(ctx, e, args[1:])
 	}
-	return &exitError{code: 2, err: fmt.Errorf("unknown subcommand %q; choose status, release, set, pause or resume", args[0])}
+	return &exitError{code: 2, err: fmt.Errorf("unknown subcommand %q; choose status, release, set, pause, resume or serve", args[0])}
 }
 
 // concurrencyFlags are the flags every concurrency subcommand shares.
@@ -149,16 +154,10 @@ func (f *concurrencyFlags) open(ctx context.Context) (*opened, error) {
 
 // explain turns a database error into one that says what to do.
 func (f *concurrencyFlags) explain(ctx context.Context, db *opened, err error) error {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && (pgErr.Code == "42P01" || pgErr.Code == "3F000") {
-		// The server's error alone: the runtime's own wording of the same
-		// fix would say it twice.
-		return fmt.Errorf("%s: %w", runtimeTablesState(ctx, db.conn, *f.schema), pgErr)
-	}
 	if errors.Is(err, compat.ErrSlotArgument) {
 		return &exitError{code: 2, err: err}
 	}
-	return pgurl.RedactError(db.url, err)
+	return groupstatus.Explain(ctx, db.conn, *f.schema, db.url, err)
 }
 
 func dash(s string) string {
@@ -223,10 +222,10 @@ func runConcurrencyRelease(ctx context.Context, e *env, args []string) (err erro
 	}
 	j.res.Group, j.res.Changed, j.res.Slot, j.res.JobID, j.res.WorkerID, j.res.Token = l.Group, true, l.Slot, l.JobID, l.WorkerID, l.Token
 	if l.JobID == "" {
-		fmt.Fprintf(e.stdout, "freed slot %d of group %s (it was not held)\n", l.Slot, escapeControl(l.Group))
+		fmt.Fprintf(e.stdout, "freed slot %d of group %s (it was not held)\n", l.Slot, escapeName(l.Group))
 		return nil
 	}
-	fmt.Fprintf(e.stdout, "freed slot %d of group %s: job %s on worker %s, token %d, no longer valid\n", l.Slot, escapeControl(l.Group), escapeControl(l.JobID), escapeControl(dash(l.WorkerID)), l.Token)
+	fmt.Fprintf(e.stdout, "freed slot %d of group %s: job %s on worker %s, token %d, no longer valid\n", l.Slot, escapeName(l.Group), escapeControl(l.JobID), escapeControl(dash(l.WorkerID)), l.Token)
 	return nil
 }
 
@@ -239,8 +238,9 @@ admission and execution alike, without a deploy. --limit 0 blocks the group
 current holders finish and show as over the limit.
 
 GROUP is checked first: a name no job can have (an empty class or key around
-'::', control characters, a key longer than the queue's key column) is
-refused, and a group with no job, slot or override yet is refused unless
+'::', a NUL byte or invalid UTF-8, a key longer than the queue's key column)
+is refused (a name with control characters is typed as $'...', the way
+status shows it), and a group with no job, slot or override yet is refused unless
 --force is given, so that a misspelt group never takes the override.`
 
 func runConcurrencySet(ctx context.Context, e *env, args []string) (err error) {
@@ -279,7 +279,7 @@ func runConcurrencySet(ctx context.Context, e *env, args []string) (err error) {
 		return err
 	}
 	defer db.close()
-	shown, overrides := escapeControl(group), db.slots.Overrides()
+	shown, overrides := escapeName(group), db.slots.Overrides()
 	j.res.Group = group
 	if *clearIt {
 		had, err := overrides.ClearLimit(ctx, group)
@@ -297,7 +297,7 @@ func runConcurrencySet(ctx context.Context, e *env, args []string) (err error) {
 	if err := checkKeyLength(ctx, db.conn, *f.schema, group); err != nil {
 		return err
 	}
-	known, err := groupKnown(ctx, db.conn, *f.schema, group)
+	known, err := groupstatus.GroupKnown(ctx, db.conn, *f.schema, group)
 	if err != nil {
 		return f.explain(ctx, db, err)
 	}
@@ -333,110 +333,23 @@ func runConcurrencySet(ctx context.Context, e *env, args []string) (err error) {
 	return nil
 }
 
-// maxGroupBytes bounds a group name where the key column has no declared
-// length: a longer name cannot be a key of an indexed text column (a btree
-// entry holds at most about 2.7 kB).
-const maxGroupBytes = 2048
-
-// checkGroupName rejects a group name no job can have: empty, an empty
-// class or key around "::", control characters or invalid UTF-8, or longer
-// than any indexed key.
-func checkGroupName(group string) error {
-	class, key := layout.SplitGroupName(group)
-	bad := func(format string, args ...any) error {
-		return &exitError{code: 2, err: fmt.Errorf(format, args...)}
-	}
-	switch {
-	case group == "":
-		return bad("the group name is empty; give the job's class, or class::key")
-	case strings.IndexFunc(group, isControl) >= 0 || strings.ContainsRune(group, 0) || !utf8.ValidString(group):
-		return bad("the group name %s contains a control character or invalid UTF-8; no job's class or key can be that", strconv.Quote(group))
-	case class == "":
-		return bad("the group name %s has an empty class before '::'; give class or class::key", strconv.Quote(group))
-	case strings.Contains(group, "::") && key == "":
-		return bad("the group name %s has an empty key after '::'; for the whole class give the class alone", strconv.Quote(group))
-	case len(group) > maxGroupBytes:
-		return bad("the group name is %d bytes long; no indexed key is longer than %d: check what was pasted", len(group), maxGroupBytes)
-	}
-	return nil
-}
+// checkGroupName rejects a group name no job can have (exit 2).
+func checkGroupName(group string) error { return usageError(groupstatus.CheckGroupName(group)) }
 
 // checkKeyLength rejects a group whose key is longer than the key column of
-// the queue tables in schema can hold (varchar(n)).
+// the queue tables in schema can hold (exit 2).
 func checkKeyLength(ctx context.Context, conn *pgx.Conn, schema, group string) error {
-	_, key := layout.SplitGroupName(group)
-	if key == "" {
-		return nil
-	}
-	var maxLen *int
-	err := conn.QueryRow(ctx, `SELECT min(a.atttypmod - 4)::int FROM pg_attribute a
-JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace
-WHERE n.nspname = $1 AND c.relkind IN ('r', 'p') AND a.attname IN ($2, $3) AND NOT a.attisdropped
-  AND a.atttypid IN ('varchar'::regtype, 'bpchar'::regtype) AND a.atttypmod > 4`, schema, layout.KeyColumn, layout.LegacyKeyColumn).Scan(&maxLen)
-	if err != nil {
-		return fmt.Errorf("read the key column's length: %w", err)
-	}
-	if n := utf8.RuneCountInString(key); maxLen != nil && n > *maxLen {
-		return &exitError{code: 2, err: fmt.Errorf("the key of group %s is %d characters long; the queue's key column holds at most %d, so no job has it", strconv.Quote(group), n, *maxLen)}
-	}
-	return nil
+	return usageError(groupstatus.CheckKeyLength(ctx, conn, schema, group))
 }
 
-// classColumns are the names queues give their class column (SPEC 1).
-var classColumns = []string{"job_class", "job_type", "kind"}
-
-// groupKnown reports whether group has a slot, an override or a waiting
-// job, or jobs in a queue table of schema. Only queue tables with an index
-// that leads with the class column are read (the counting indexes of up),
-// so a misspelt group costs index probes, never a scan of a large table.
-func groupKnown(ctx context.Context, conn *pgx.Conn, schema, group string) (bool, error) {
-	qualified := func(name string) string { return layout.Qualified(schema, name) }
-	var known bool
-	err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM `+qualified(layout.SlotsTable)+` WHERE group_name = $1)
-  OR EXISTS (SELECT 1 FROM `+qualified(layout.LimitsTable)+` WHERE group_name = $1)
-  OR EXISTS (SELECT 1 FROM `+qualified(layout.ReschedulesTable)+` WHERE group_name = $1)`, group).Scan(&known)
-	if err != nil || known {
-		return known, err
+// usageError makes a bad name an exit-2 error.
+func usageError(err error) error {
+	var bad *groupstatus.BadNameError
+	if errors.As(err, &bad) {
+		return &exitError{code: 2, err: err}
 	}
-	rows, err := conn.Query(ctx, `SELECT DISTINCT c.relname::text, a.attname::text
-FROM pg_index x
-JOIN pg_class c ON c.oid = x.indrelid JOIN pg_namespace n ON n.oid = c.relnamespace
-JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = x.indkey[0]
-WHERE n.nspname = $1 AND a.attname = ANY ($2) AND x.indisvalid
-  AND EXISTS (SELECT 1 FROM pg_attribute k WHERE k.attrelid = c.oid AND k.attname = $3 AND NOT k.attisdropped)
-ORDER BY 1`, schema, classColumns, layout.KeyColumn)
-	if err != nil {
-		return false, err
-	}
-	type table struct{ name, class string }
-	tables, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (table, error) {
-		var t table
-		return t, r.Scan(&t.name, &t.class)
-	})
-	if err != nil {
-		return false, err
-	}
-	class, key := layout.SplitGroupName(group)
-	for _, t := range tables {
-		q := `SELECT EXISTS (SELECT 1 FROM ` + qualified(t.name) + ` WHERE ` + layout.Ident(t.class) + ` = $1`
-		args := []any{class}
-		if key != "" {
-			q += ` AND ` + layout.Ident(layout.KeyColumn) + ` = $2`
-			args = append(args, key)
-		}
-		if err := conn.QueryRow(ctx, q+`)`, args...).Scan(&known); err != nil || known {
-			return known, err
-		}
-	}
-	return false, nil
+	return err
 }
 
 // shellArg quotes s for a command line the operator may copy.
-func shellArg(s string) string {
-	if s != "" && strings.IndexFunc(s, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_-.,:/@", r))
-	}) < 0 {
-		return s
-	}
-	return "'" + strings.ReplaceAll(escapeControl(s), "'", `'\''`) + "'"
-}
+func shellArg(s string) string { return groupstatus.ShellArg(s) }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/migrate-unique/migrate-unique/cmd/migrate-unique/internal/groupstatus"
 	"github.com/migrate-unique/migrate-unique/compat"
 )
 
@@ -46,7 +47,7 @@ func runConcurrencyPause(ctx context.Context, e *env, args []string) (err error)
 		return f.explain(ctx, db, err)
 	}
 	j.res.Class, j.res.Changed, j.res.Reason = class, true, *reason
-	shown := escapeControl(class)
+	shown := escapeName(class)
 	verb := "paused:"
 	if already {
 		verb = "was already paused (reason updated):"
@@ -85,25 +86,16 @@ func runConcurrencyResume(ctx context.Context, e *env, args []string) (err error
 	}
 	j.res.Class, j.res.Changed = class, had
 	if !had {
-		fmt.Fprintf(e.stdout, "class %s was not paused; nothing changed\n", escapeControl(class))
+		fmt.Fprintf(e.stdout, "class %s was not paused; nothing changed\n", escapeName(class))
 		return nil
 	}
-	fmt.Fprintf(e.stdout, "class %s resumed: its groups are admitted and started again under their own limits\n", escapeControl(class))
+	fmt.Fprintf(e.stdout, "class %s resumed: its groups are admitted and started again under their own limits\n", escapeName(class))
 	return nil
 }
 
 // checkClassName refuses what cannot be a class: a group name, or a name
-// no group can have.
-func checkClassName(class string) error {
-	if err := checkGroupName(class); err != nil {
-		return err
-	}
-	if strings.Contains(class, "::") {
-		c, _, _ := strings.Cut(class, "::")
-		return &exitError{code: 2, err: fmt.Errorf("%s is a group (class::key); a pause takes the class alone (%s) and stops every key of it; to stop one group use 'concurrency set %s --limit 0'", strconv.Quote(class), shellArg(c), shellArg(class))}
-	}
-	return nil
-}
+// no group can have (exit 2).
+func checkClassName(class string) error { return usageError(groupstatus.CheckClassName(class)) }
 
 // pausedNote is what status shows for a group of a paused class.
 func pausedNote(g compat.GroupStatus) string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -249,9 +250,12 @@ INSERT INTO jobs (job_class, concurrency_key) VALUES ('Mailer', 'acct-1')`); err
 		{[]string{"set", "::", "--limit", "1"}, 2, "has an empty class before '::'"},
 		{[]string{"set", "::k", "--limit", "1"}, 2, "has an empty class before '::'"},
 		{[]string{"set", "Mailer::", "--limit", "1"}, 2, "has an empty key after '::'"},
-		{[]string{"set", "Mailer\n::x", "--limit", "1"}, 2, `"Mailer\n::x" contains a control character`},
-		{[]string{"set", "Mailer::\x1b[2J", "--limit", "1"}, 2, `contains a control character`},
-		{[]string{"set", "Mailer::\xff", "--limit", "1"}, 2, `invalid UTF-8`},
+		// Control characters are admitted (compat admits them): these
+		// groups are only unknown.
+		{[]string{"set", "Mailer\n::x", "--limit", "1"}, 1, `group "Mailer\n::x" has no job`},
+		{[]string{"set", "Mailer::\x1b[2J", "--limit", "1"}, 1, `group "Mailer::\x1b[2J" has no job`},
+		{[]string{"set", "Mailer::a\x00b", "--limit", "1"}, 2, `contains a NUL byte; PostgreSQL text cannot hold one`},
+		{[]string{"set", "Mailer::\xff", "--limit", "1"}, 2, `is not valid UTF-8; PostgreSQL refuses such text`},
 		{[]string{"set", strings.Repeat("x", 100_000), "--limit", "1"}, 2, "the group name is 100000 bytes long"},
 		{[]string{"set", "Mailer::" + strings.Repeat("k", 21), "--limit", "1"}, 2, "is 21 characters long; the queue's key column holds at most 20"},
 		{[]string{"set", "Mailer::acct-1", "--limit", "1", "--reason", "a\nb"}, 2, "--reason \"a\\nb\" contains a control character"},
@@ -273,15 +277,39 @@ INSERT INTO jobs (job_class, concurrency_key) VALUES ('Mailer', 'acct-1')`); err
 	if after := dbSnapshot(t, url); after != before {
 		t.Fatalf("a refused command changed the database:\nbefore:\n%s\nafter:\n%s", before, after)
 	}
-	// Known groups: by a job (class alone, or class and key), by a slot.
+	// Known groups: by a job (class alone, or class and key), by a slot,
+	// whatever their names hold: the operator addresses every group compat
+	// admits, and sees it escaped.
 	for _, g := range []string{"Mailer", "Mailer::acct-1", "Evil\x1b[31m::k\u202e"} {
-		if g == "Evil\x1b[31m::k\u202e" {
-			continue // its name has control characters: no operator can type it, status shows it escaped
-		}
 		code, out, errOut := runCLI(t, "concurrency", "set", g, "--limit", "3", "--database", url)
-		if code != 0 || !strings.Contains(out, "group "+g+": limit 3 (override)") || errOut != "" {
-			t.Errorf("set %s: exit %d, %q %q", g, code, out, errOut)
+		if code != 0 || !strings.Contains(out, "group "+escapeName(g)+": limit 3 (override)") || errOut != "" || strings.ContainsAny(out, "\x1b\u202e") {
+			t.Errorf("set %q: exit %d, %q %q", g, code, out, errOut)
 		}
+	}
+	// The limit-0 switch reaches a group whose key holds a newline, a tab
+	// and an escape sequence; status names it on one line, in the form
+	// bash's $'...' types back.
+	odd := "Mailer::line\n\tnext\x1b[2J'\\"
+	if _, _, err := s.Acquire(ctx, odd, 2, "j-odd", "w-odd", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCLI(t, "concurrency", "set", odd, "--limit", "0", "--database", url)
+	if code != 0 || strings.Count(out, "\n") != 1 || !strings.Contains(out, "group "+escapeName(odd)+": limit 0 (override)") {
+		t.Fatalf("set %q --limit 0: exit %d, %q %q", odd, code, out, errOut)
+	}
+	if st, err := s.Status(ctx, odd); err != nil || !st.Override || st.Limit != 0 {
+		t.Fatalf("after set --limit 0 the group's status is %+v, %v", st, err)
+	}
+	code, out, errOut = runCLI(t, "concurrency", "status", odd, "--database", url)
+	if code != 0 || !strings.Contains(out, "\n"+escapeName(odd)+"\n") {
+		t.Fatalf("status %q: exit %d, %q %q", odd, code, out, errOut)
+	}
+	typed, err := exec.Command("bash", "-c", "printf %s "+shellArg(odd)).Output()
+	if err != nil || string(typed) != odd {
+		t.Fatalf("bash reads %s as %q (%v), want %q", shellArg(odd), typed, err, odd)
+	}
+	if typed, err := exec.Command("bash", "-c", "printf %s $'"+escapeName("Evil\x1b[31m::k\u202e")+"'").Output(); err != nil || string(typed) != "Evil\x1b[31m::k\u202e" {
+		t.Fatalf("bash reads the shown name back as %q (%v)", typed, err)
 	}
 	for _, args := range [][]string{{"status"}, {"status", "--json"}} {
 		code, out, errOut := runCLI(t, append(append([]string{"concurrency"}, args...), "--database", url)...)

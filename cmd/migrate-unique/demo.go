@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/migrate-unique/migrate-unique/cmd/migrate-unique/internal/demo"
+	"github.com/migrate-unique/migrate-unique/cmd/migrate-unique/internal/groupstatus"
 	"github.com/migrate-unique/migrate-unique/compat"
 )
 
@@ -51,7 +52,7 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 		Out:         e.stdout,
 		Terminal:    e.isTerminal,
 		PrintStatus: func(w io.Writer, groups []compat.GroupStatus) {
-			printConcurrencyStatus(w, statusOf(groups, nil), time.Now())
+			printConcurrencyStatus(w, groupstatus.FromRuntime(groups, nil), time.Now())
 		},
 	})
 }

@@ -70,6 +70,7 @@ func TestDemoEndToEnd(t *testing.T) {
 		`\$ migrate-unique concurrency status shop\.jobs\.SyncAccount::account-7`,
 		`^    shop\.jobs\.SyncAccount::account-7 +3 +3 +0 +0$`,
 		`^      [012] +held +[0-9a-f-]{36} +worker-[123] +\d+ `,
+		`^  \$ migrate-unique concurrency serve --database 'postgres://`,
 		`a 4th acquisition: busy, no slot handed out`,
 		`enqueue: skipped, shop\.jobs\.SyncAccount::account-7 is at limit 0`,
 		`worker:  busy, no slot handed out while the limit is 0`,

@@ -1,10 +1,10 @@
 package main
 
 import (
-	"fmt"
 	"io"
-	"strings"
 	"unicode/utf8"
+
+	"github.com/migrate-unique/migrate-unique/cmd/migrate-unique/internal/groupstatus"
 )
 
 // escapeControl renders s for a terminal: every control character (C0 but
@@ -13,37 +13,15 @@ import (
 // read from the database can neither move the cursor, recolour nor reorder
 // what the operator reads. \uXXXX is also a valid escape inside a JSON
 // string, so JSON output stays valid and means the same.
-func escapeControl(s string) string {
-	if strings.IndexFunc(s, needsEscape) < 0 && utf8.ValidString(s) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			fmt.Fprintf(&b, `\x%02x`, s[i])
-		case needsEscape(r):
-			fmt.Fprintf(&b, `\u%04x`, r)
-		default:
-			b.WriteString(s[i : i+size])
-		}
-		i += size
-	}
-	return b.String()
-}
+func escapeControl(s string) string { return groupstatus.EscapeControl(s) }
 
-func needsEscape(r rune) bool {
-	switch {
-	case r == '\n' || r == '\t':
-		return false
-	case r < 0x20 || r >= 0x7f && r <= 0x9f:
-		return true
-	case r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069, r == 0x200e || r == 0x200f || r == 0x061c:
-		return true
-	}
-	return false
-}
+// escapeName renders a name (a group, a class) on one line: as
+// escapeControl, and a newline or tab in it escaped too. The escapes are
+// those of bash's $'...' quoting, so $'<what is shown>' types the name back
+// (shellArg writes it so).
+func escapeName(s string) string { return groupstatus.EscapeName(s) }
+
+func needsEscape(r rune) bool { return groupstatus.NeedsEscape(r) }
 
 // escapingWriter escapes control characters in everything written through
 // it (see escapeControl). A carriage return is passed through only as the
@@ -78,6 +56,5 @@ func (e *escapingWriter) Write(p []byte) (int, error) {
 	return n, nil
 }
 
-// isControl reports a character no typed name or one-line text may hold:
-// what escapeControl escapes, and tab and newline too.
-func isControl(r rune) bool { return r == '\n' || r == '\t' || needsEscape(r) }
+// isControl reports a character no typed name or one-line text may hold.
+func isControl(r rune) bool { return groupstatus.IsControl(r) }

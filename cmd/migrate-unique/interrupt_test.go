@@ -42,7 +42,7 @@ func childMain(args []string) int {
 			}
 		}
 	}
-	return runProcess(args)
+	return runProcess(&env{stdout: os.Stdout, stderr: os.Stderr, isTerminal: isTerminal(os.Stdout)}, args)
 }
 
 // child is a command line running in a child process.

@@ -7,15 +7,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 
-	"golang.org/x/tools/go/analysis"
-	"golang.org/x/tools/go/analysis/checker"
 	"golang.org/x/tools/go/analysis/unitchecker"
-	"golang.org/x/tools/go/packages"
 
 	"github.com/migrate-unique/migrate-unique/analyzer"
+	"github.com/migrate-unique/migrate-unique/analyzer/load"
 	"github.com/migrate-unique/migrate-unique/rewrite"
 )
 
@@ -166,165 +163,31 @@ func analyzerFlags(fs *flag.FlagSet) *analyzer.Config {
 	return cfg
 }
 
-// lintMode loads the named packages from source and their dependencies
-// (other modules, the standard library, packages of the module left out)
-// from the go command's export data, as go vet and rewrite do: lint costs
-// what go vet costs, not a type check of the whole dependency graph.
-const lintMode = packages.LoadSyntax | packages.NeedModule
-
 // lint loads the packages (arguments as rewrite reads them) and returns the
-// findings of the analyzer, configured by ac and given the load's job
-// model, each once (a package and its test variant share files), in file
-// order.
+// findings of the analyzer configured by ac, with the load's job model
+// (package load), each once, in file order.
 func lint(ctx context.Context, ac analyzer.Config, tags string, tests bool, args []string) ([]lintFinding, error) {
 	target, err := rewrite.Resolve(ctx, "", nil, args)
 	if err != nil {
 		return nil, err
 	}
-	patterns := target.Patterns
-	cfg := &packages.Config{Context: ctx, Mode: lintMode, Tests: tests, ParseFile: rewrite.ParseFile}
+	cfg := load.Config{Tags: tags, Tests: tests, Root: target.Root}
 	if len(args) == 0 {
 		cfg.Dir = target.Root // the whole module, from any directory of it
 	}
-	if tags != "" {
-		cfg.BuildFlags = []string{"-tags=" + tags}
-	}
-	results, ok, err := lintLean(ac, *cfg, patterns)
+	found, err := load.Lint(ctx, cfg, target.Patterns, ac)
 	if err != nil {
 		return nil, err
-	}
-	if !ok {
-		if results, err = lintFull(ac, cfg, target.Root, tags, patterns); err != nil {
-			return nil, err
-		}
 	}
 	wd, _ := os.Getwd()
-	type located struct {
-		lintFinding
-		abs string
-	}
-	seen := map[string]bool{}
-	var found []located
-	for _, r := range results {
-		for _, d := range r.diagnostics {
-			pos := r.pkg.Fset.Position(d.Pos)
-			key := fmt.Sprintf("%s:%d:%d:%s", pos.Filename, pos.Line, pos.Column, d.Message)
-			if seen[key] {
-				continue
-			}
-			seen[key] = true
-			found = append(found, located{lintFinding{
-				Package: strings.TrimSuffix(r.pkg.PkgPath, "_test"),
-				File:    displayPath(wd, pos.Filename), Line: pos.Line, Column: pos.Column,
-				Code: d.Category, Fixable: len(d.SuggestedFixes) > 0, Message: d.Message,
-			}, pos.Filename})
-		}
-	}
-	// Sorted on the absolute paths: the shown ones may climb out of the
-	// current directory (../queue/queue.go) and sort differently.
-	sort.SliceStable(found, func(i, j int) bool {
-		if found[i].abs != found[j].abs {
-			return found[i].abs < found[j].abs
-		}
-		if found[i].Line != found[j].Line {
-			return found[i].Line < found[j].Line
-		}
-		return found[i].Column < found[j].Column
-	})
 	findings := make([]lintFinding, len(found))
 	for i, f := range found {
-		findings[i] = f.lintFinding
+		findings[i] = lintFinding{
+			Package: f.Package, File: displayPath(wd, f.Position.Filename), Line: f.Position.Line, Column: f.Position.Column,
+			Code: f.Code, Fixable: f.Fixable, Message: f.Message,
+		}
 	}
 	return findings, nil
-}
-
-// lintResult is the diagnostics of one named package.
-type lintResult struct {
-	pkg         *packages.Package
-	diagnostics []analysis.Diagnostic
-}
-
-// lintFull loads the packages with go/packages (lintMode) and analyses them
-// with the checker, holding every package's syntax and types at once: the
-// path for loads lintLean does not take, and the one that reports load
-// errors.
-func lintFull(ac analyzer.Config, cfg *packages.Config, root, tags string, patterns []string) ([]lintResult, error) {
-	load := func(patterns []string) ([]*packages.Package, error) {
-		pkgs, err := packages.Load(cfg, patterns...)
-		if err != nil {
-			return nil, fmt.Errorf("load %s: %w", strings.Join(patterns, " "), err)
-		}
-		if problems := rewrite.Causes(pkgs, root); len(problems) > 0 {
-			return nil, &rewrite.LoadError{Tags: tags, Problems: problems}
-		}
-		return pkgs, nil
-	}
-	pkgs, err := load(patterns)
-	if err != nil {
-		return nil, err
-	}
-	if len(pkgs) == 0 {
-		return nil, fmt.Errorf("no packages match %s", strings.Join(patterns, " "))
-	}
-	named := make(map[string]bool, len(pkgs))
-	for _, p := range pkgs {
-		named[p.ID] = true
-	}
-	// Packages of the run's modules that the named ones import but the
-	// patterns leave out came from export data, without the syntax their
-	// analysis needs to say which of their methods migrate (the call sites
-	// in the named packages depend on it): load them from source too, and
-	// report the named packages only.
-	if more := unnamedOwnDeps(pkgs, named); len(more) > 0 {
-		if pkgs, err = load(append(append([]string(nil), patterns...), more...)); err != nil {
-			return nil, err
-		}
-	}
-	a, err := ac.ForProgram(pkgs)
-	if err != nil {
-		return nil, err
-	}
-	graph, err := checker.Analyze([]*analysis.Analyzer{a}, pkgs, nil)
-	if err != nil {
-		return nil, err
-	}
-	var results []lintResult
-	for _, act := range graph.Roots {
-		if !named[act.Package.ID] {
-			continue
-		}
-		if act.Err != nil {
-			return nil, fmt.Errorf("analyse %s: %w", act.Package.PkgPath, act.Err)
-		}
-		results = append(results, lintResult{act.Package, act.Diagnostics})
-	}
-	return results, nil
-}
-
-// unnamedOwnDeps lists the packages of the run's own modules (no module
-// version) that the named packages import, directly or not, and that are
-// not named themselves.
-func unnamedOwnDeps(pkgs []*packages.Package, named map[string]bool) []string {
-	// A package named under one ID counts as named under all: a test's
-	// recompiled copy of a named package ("x [y.test]") is left to export
-	// data, its files being analysed in the package named.
-	seen := map[string]bool{}
-	for _, p := range pkgs {
-		seen[p.PkgPath] = true
-	}
-	var out []string
-	packages.Visit(pkgs, nil, func(p *packages.Package) {
-		if named[p.ID] || p.Module == nil || p.Module.Version != "" || p.PkgPath == "" || seen[p.PkgPath] {
-			return
-		}
-		if strings.HasSuffix(p.PkgPath, ".test") || strings.HasSuffix(p.PkgPath, "_test") {
-			return
-		}
-		seen[p.PkgPath] = true
-		out = append(out, p.PkgPath)
-	})
-	sort.Strings(out)
-	return out
 }
 
 // displayPath shows a finding's file relative to the current directory,

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -8,18 +9,20 @@ import (
 	"strings"
 	"testing"
 
-	"golang.org/x/tools/go/packages"
-
 	"github.com/migrate-unique/migrate-unique/analyzer"
+	"github.com/migrate-unique/migrate-unique/analyzer/load"
 	"github.com/migrate-unique/migrate-unique/rewrite"
 )
 
-// TestLintLeanAgreesWithFull: lint's one-package-at-a-time load and
-// analysis (lintLean) takes every job module of testdata/jobmodules and this
-// repository itself (packages with in-package tests, a job model over
-// many packages, findings), and finds exactly what the go/packages load and
-// the checker (lintFull) find, with the same messages and fixes.
-func TestLintLeanAgreesWithFull(t *testing.T) {
+// TestLeanLoadAgreesWithFull: the loader's one-package-at-a-time load and
+// analysis (package load) takes every job module of testdata/jobmodules and
+// this repository itself (packages with in-package tests, a job model over
+// many packages, findings), and finds exactly what loading everything at
+// once with go/packages and the checker (load.Config.Full) finds: for lint,
+// the same findings, messages and fixes' edits; for rewrite (-diff and -w
+// share the plan), the same findings and the same rewritten files, byte for
+// byte.
+func TestLeanLoadAgreesWithFull(t *testing.T) {
 	names, err := filepath.Glob(filepath.Join("testdata", "jobmodules", "*.txtar"))
 	if err != nil || len(names) == 0 {
 		t.Fatalf("no job modules: %v", err)
@@ -44,41 +47,72 @@ func TestLintLeanAgreesWithFull(t *testing.T) {
 	}
 	subjects = append(subjects, subject{"this repository", root, append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off"), []string{"./..."}})
 
+	ctx := context.Background()
 	for _, s := range subjects {
-		cfg := packages.Config{Dir: s.dir, Env: s.env, Mode: lintMode, Tests: true, ParseFile: rewrite.ParseFile}
-		lean, ok, err := lintLean(analyzer.Config{}, cfg, s.patterns)
-		if err != nil || !ok {
-			t.Fatalf("%s: lintLean: ok %v, %v: want the lean path taken", s.name, ok, err)
+		analyse := func(full bool) []string {
+			cfg := load.Config{Dir: s.dir, Env: s.env, Tests: true, Full: full}
+			prog, err := load.Load(ctx, cfg, s.patterns)
+			if err != nil {
+				t.Fatalf("%s: load (full %v): %v", s.name, full, err)
+			}
+			results, err := prog.Analyze(analyzer.Config{}.ForProgram)
+			if err != nil {
+				t.Fatalf("%s: analyse (full %v): %v", s.name, full, err)
+			}
+			return diagnosticKeys(results)
 		}
-		full, err := lintFull(analyzer.Config{}, &cfg, s.dir, "", s.patterns)
-		if err != nil {
-			t.Fatalf("%s: lintFull: %v", s.name, err)
-		}
-		l, f := leanKeys(lean), leanKeys(full)
-		if len(f) == 0 && s.name != "this repository" {
+		lean, full := analyse(false), analyse(true)
+		if len(full) == 0 && s.name != "this repository" {
 			t.Fatalf("%s: no findings at all: the comparison proves nothing", s.name)
 		}
-		if strings.Join(l, "\n") != strings.Join(f, "\n") {
-			t.Errorf("%s: lintLean and lintFull disagree:\n--- lean:\n%s\n--- full:\n%s", s.name, strings.Join(l, "\n"), strings.Join(f, "\n"))
+		if strings.Join(lean, "\n") != strings.Join(full, "\n") {
+			t.Errorf("%s: lint: the lean load and the full load disagree:\n--- lean:\n%s\n--- full:\n%s", s.name, strings.Join(lean, "\n"), strings.Join(full, "\n"))
 		}
-		t.Logf("%s: %d findings, the same", s.name, len(l))
+
+		plan := func(full bool) (findings, files []string) {
+			res, err := rewrite.Plan(ctx, rewrite.Options{Program: analyzer.Config{}.ForProgram, Dir: s.dir, Env: s.env, Patterns: s.patterns, FullLoad: full})
+			if err != nil {
+				t.Fatalf("%s: rewrite (full %v): %v", s.name, full, err)
+			}
+			for _, f := range res.Findings {
+				findings = append(findings, fmt.Sprintf("%s [%s] %s fixed=%v", f.Position, f.Category, f.Message, f.Fixed))
+			}
+			for _, f := range res.Files {
+				files = append(files, fmt.Sprintf("%s %o\n%s", f.Path, f.Mode, f.New))
+			}
+			return findings, files
+		}
+		leanFindings, leanFiles := plan(false)
+		fullFindings, fullFiles := plan(true)
+		if strings.Join(leanFindings, "\n") != strings.Join(fullFindings, "\n") {
+			t.Errorf("%s: rewrite: the findings differ:\n--- lean:\n%s\n--- full:\n%s", s.name, strings.Join(leanFindings, "\n"), strings.Join(fullFindings, "\n"))
+		}
+		if strings.Join(leanFiles, "\n") != strings.Join(fullFiles, "\n") {
+			t.Errorf("%s: rewrite: the rewritten files differ:\n--- lean:\n%s\n--- full:\n%s", s.name, strings.Join(leanFiles, "\n"), strings.Join(fullFiles, "\n"))
+		}
+		if len(fullFiles) == 0 && s.name != "this repository" {
+			t.Errorf("%s: rewrite changes no file: the comparison proves nothing", s.name)
+		}
+		t.Logf("%s: %d findings, %d rewrite findings, %d files rewritten, the same", s.name, len(lean), len(leanFindings), len(leanFiles))
 	}
 }
 
-// leanKeys lists the findings of results, each once, as lint reports them.
-func leanKeys(results []lintResult) []string {
+// diagnosticKeys lists the diagnostics of results, each once, with their
+// fixes' edits.
+func diagnosticKeys(results []load.Result) []string {
 	seen := map[string]bool{}
 	var keys []string
 	for _, r := range results {
-		for _, d := range r.diagnostics {
-			pos := r.pkg.Fset.Position(d.Pos)
+		fset := r.Package.Fset
+		for _, d := range r.Diagnostics {
+			pos := fset.Position(d.Pos)
 			k := fmt.Sprintf("%s:%d:%d [%s] %s fixes=%d", pos.Filename, pos.Line, pos.Column, d.Category, d.Message, len(d.SuggestedFixes))
 			// The edits as a set: lint reports whether there is a fix,
 			// rewrite applies them in file order.
 			var edits []string
 			for _, fix := range d.SuggestedFixes {
 				for _, e := range fix.TextEdits {
-					edits = append(edits, fmt.Sprintf(" %d-%d %q", r.pkg.Fset.Position(e.Pos).Offset, r.pkg.Fset.Position(e.End).Offset, e.NewText))
+					edits = append(edits, fmt.Sprintf(" %d-%d %q", fset.Position(e.Pos).Offset, fset.Position(e.End).Offset, e.NewText))
 				}
 			}
 			sort.Strings(edits)

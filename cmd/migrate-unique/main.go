@@ -74,32 +74,46 @@ func main() {
 	if vetToolProtocol(os.Args[1:]) {
 		runVetTool() // never returns
 	}
-	os.Exit(runProcess(os.Args[1:]))
+	os.Exit(runProcess(&env{stdout: os.Stdout, stderr: os.Stderr, isTerminal: isTerminal(os.Stdout)}, os.Args[1:]))
 }
 
-// runProcess runs one command line as the process does: on the real
-// standard outputs, cancelled by SIGINT or SIGTERM.
+// runProcess runs one command line as the process does (main passes the
+// real standard outputs), cancelled by SIGINT or SIGTERM.
 //
 // The first signal cancels the command's context: a statement running on
 // the server is sent a cancel request and the command waits for it to end
 // (see pgurl.CancelOnDone), so nothing of the run outlives the process. A
 // second signal ends the process at once, as signals do by default.
-func runProcess(args []string) int {
+func runProcess(e *env, args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	done := make(chan struct{})
-	defer close(done)
+	watched := make(chan struct{})
 	go func() {
+		defer close(watched)
+		if watcherStarts != nil {
+			watcherStarts(ctx)
+		}
 		select {
 		case <-ctx.Done():
 			stop()
-			fmt.Fprintln(os.Stderr, "migrate-unique: interrupted; stopping (a statement running on the server is cancelled first: interrupt again to quit at once and leave it running)")
+			fmt.Fprintln(e.stderr, "migrate-unique: interrupted; stopping (a statement running on the server is cancelled first: interrupt again to quit at once and leave it running)")
 		case <-done:
 		}
 	}()
-	e := &env{stdout: os.Stdout, stderr: os.Stderr, isTerminal: isTerminal(os.Stdout)}
+	// stop cancels ctx too: only once the watcher has seen done and
+	// returned, or a command that ended by itself would be reported as
+	// interrupted.
+	defer func() {
+		close(done)
+		<-watched
+		stop()
+	}()
 	return run(ctx, e, args)
 }
+
+// watcherStarts is nil except in the test that makes the signal watcher
+// start late, when the command may already have returned.
+var watcherStarts func(ctx context.Context)
 
 // run executes one command line and returns the exit code.
 func run(ctx context.Context, e *env, args []string) int {

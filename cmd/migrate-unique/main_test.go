@@ -6,7 +6,9 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/migrate-unique/migrate-unique/internal/pgurl"
 	"github.com/migrate-unique/migrate-unique/internal/testdb"
 	"github.com/migrate-unique/migrate-unique/internal/version"
 )
@@ -60,5 +62,31 @@ func TestNoArgumentsPrintsUsage(t *testing.T) {
 	code, _, errOut := runCLI(t)
 	if code != 2 || !strings.Contains(errOut, "Usage:") {
 		t.Fatalf("no arguments: exit %d, stderr %q", code, errOut)
+	}
+}
+
+// TestNoInterruptedLineAfterANormalExit runs commands that end by
+// themselves with the signal watcher started late, after the command has
+// returned and the process is cleaning up: no run may say it was
+// interrupted.
+func TestNoInterruptedLineAfterANormalExit(t *testing.T) {
+	t.Setenv(pgurl.EnvVar, "")
+	watcherStarts = func(ctx context.Context) {
+		// Late enough that the command has returned: the cleanup that
+		// cancels ctx, if it runs now, makes both cases ready at once.
+		select {
+		case <-ctx.Done():
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+	t.Cleanup(func() { watcherStarts = nil })
+	for _, args := range [][]string{{"version"}, {"help"}, {"status"}} {
+		for i := range 100 {
+			var out, errOut bytes.Buffer
+			code := runProcess(&env{stdout: &out, stderr: &errOut}, args)
+			if strings.Contains(errOut.String(), "interrupted") {
+				t.Fatalf("%v (run %d) exited %d by itself and printed: %s", args, i+1, code, errOut.String())
+			}
+		}
 	}
 }

@@ -332,7 +332,11 @@ func runStatus(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintf(e.stdout, "pooler:   %v\n", st.Pooler)
 	}
 	for _, t := range st.Tables {
-		fmt.Fprintf(e.stdout, "table:    %s: key column %s, ~%d rows\n", t.Table, t.KeyColumn, t.Rows)
+		rows := fmt.Sprintf("~%d rows", t.Rows)
+		if t.RowsUnknown {
+			rows = "row count unknown: never analysed"
+		}
+		fmt.Fprintf(e.stdout, "table:    %s: key column %s, %s\n", t.Table, t.KeyColumn, rows)
 	}
 	for _, s := range st.Saved {
 		fmt.Fprintf(e.stdout, "saved:    %s\n", s.Definition)

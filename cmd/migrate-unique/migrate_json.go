@@ -228,7 +228,10 @@ type poolerJSON struct {
 type statusTableJSON struct {
 	Table     string `json:"table"`
 	KeyColumn string `json:"key_column"`
-	Rows      int64  `json:"rows"`
+	// Rows is the planner's estimate; RowsUnknown is true (and Rows 0)
+	// when the table was never analysed, as in plan's steps.
+	Rows        int64 `json:"rows"`
+	RowsUnknown bool  `json:"rows_unknown"`
 }
 
 func statusJSONOf(url string, l layout.Resolved, st *migrations.StatusResult) statusJSONResult {
@@ -257,7 +260,7 @@ func statusJSONOf(url string, l layout.Resolved, st *migrations.StatusResult) st
 		out.Pooler = &poolerJSON{ServerPID: p.ServerPID, ConnectionPID: p.ConnectionPID, Message: p.Error()}
 	}
 	for _, t := range st.Tables {
-		out.Tables = append(out.Tables, statusTableJSON{Table: t.Table, KeyColumn: t.KeyColumn, Rows: t.Rows})
+		out.Tables = append(out.Tables, statusTableJSON{Table: t.Table, KeyColumn: t.KeyColumn, Rows: t.Rows, RowsUnknown: t.RowsUnknown})
 	}
 	if st.Saved != nil {
 		out.Saved = st.Saved

@@ -143,8 +143,18 @@ SELECT now(), gen_random_uuid(), 'json.Dup', '', 'k-1', 0, 'default', 0, 0 FROM 
 	var downPlan planJSON
 	mustJSON(t, 1, &downPlan, "plan", "--down", "--json", "--database", db)
 	if last := downPlan.Findings[len(downPlan.Findings)-1]; downPlan.Direction != "down" || !downPlan.WouldRefuse || !last.Fatal || last.Kind != "duplicates" ||
-		!strings.Contains(last.Message, `class "json.Dup", key "k-1": 3 rows`) || last.Action == "" || len(downPlan.Steps) != 0 {
+		!strings.Contains(last.Message, `class "json.Dup", key "k-1": 3 rows`) || last.Action == "" || len(downPlan.Steps) == 0 {
 		t.Fatalf("plan --down --json with duplicates: %+v", downPlan)
+	}
+	refusedPlan := downPlan
+	// The text lists the same steps after the refusal, and never says
+	// that down has nothing to do.
+	planCode, planOut, _ := runBin(t, "plan", "--down", "--summary", "--database", db)
+	refusal := strings.Index(planOut, `class "json.Dup", key "k-1": 3 rows`)
+	firstStep := strings.Index(planOut, "step 1: "+downPlan.Steps[0].Name)
+	if planCode != 1 || refusal < 0 || firstStep < refusal || strings.Contains(planOut, "nothing to do") ||
+		!strings.Contains(planOut, fmt.Sprintf("step %d: %s", len(downPlan.Steps), downPlan.Steps[len(downPlan.Steps)-1].Name)) {
+		t.Fatalf("plan --down --summary with duplicates: exit %d\n%s", planCode, planOut)
 	}
 	var refused runJSON
 	mustJSON(t, 1, &refused, "down", "--json", "--database", db)
@@ -170,8 +180,13 @@ SELECT now(), gen_random_uuid(), 'json.Dup', '', 'k-1', 0, 'default', 0, 0 FROM 
 	}
 	var down runJSON
 	mustJSON(t, 0, &down, "down", "--json", "--database", db)
-	if len(down.Steps) != len(downPlan.Steps) {
-		t.Fatalf("down ran %d steps, plan --down planned %d", len(down.Steps), len(downPlan.Steps))
+	if len(down.Steps) != len(downPlan.Steps) || len(down.Steps) != len(refusedPlan.Steps) {
+		t.Fatalf("down ran %d steps, plan --down planned %d (%d while it refused)", len(down.Steps), len(downPlan.Steps), len(refusedPlan.Steps))
+	}
+	for i, s := range refusedPlan.Steps {
+		if s.Name != down.Steps[i].Name {
+			t.Errorf("plan --down with duplicates planned step %d %q, down ran %q", i+1, s.Name, down.Steps[i].Name)
+		}
 	}
 	for i, s := range down.Steps {
 		if p := downPlan.Steps[i]; p.Name != s.Name || p.Number != s.Number || p.Skip != "" || p.SQL == "" {
@@ -395,5 +410,48 @@ INSERT INTO fresh.plainjobs_jobrequest SELECT * FROM public.plainjobs_jobrequest
 	code, out, _ := runBin(t, "plan", "--schema", "fresh", "--summary", "--database", db)
 	if code != 0 || !strings.Contains(out, "row count unknown: never analysed") || strings.Contains(out, "~0 rows") {
 		t.Fatalf("plan --summary on never-analysed tables: %d\n%s", code, out)
+	}
+}
+
+// TestStatusSaysWhenATableWasNeverAnalysed: status agrees with plan on a
+// table with no estimate: "row count unknown", rows_unknown in JSON,
+// never "~0 rows".
+func TestStatusSaysWhenATableWasNeverAnalysed(t *testing.T) {
+	db := plainJobsDB(t)
+	conn := testdb.Connect(t, db)
+	if _, err := conn.Exec(t.Context(), `CREATE SCHEMA fresh;
+CREATE TABLE fresh.plainjobs_jobrequest (LIKE public.plainjobs_jobrequest INCLUDING ALL);
+CREATE TABLE fresh.plainjobs_jobprocess (LIKE public.plainjobs_jobprocess INCLUDING ALL);
+CREATE TABLE fresh.plainjobs_jobresult (LIKE public.plainjobs_jobresult INCLUDING ALL);
+INSERT INTO fresh.plainjobs_jobrequest SELECT * FROM public.plainjobs_jobrequest LIMIT 10`); err != nil {
+		t.Fatal(err)
+	}
+	var st statusJSONResult
+	mustJSON(t, 0, &st, "status", "--schema", "fresh", "--json", "--database", db)
+	var plan planJSON
+	mustJSON(t, 0, &plan, "plan", "--schema", "fresh", "--json", "--database", db)
+	if len(st.Tables) != 3 {
+		t.Fatalf("status --json tables: %+v", st.Tables)
+	}
+	for _, tb := range st.Tables {
+		if !tb.RowsUnknown || tb.Rows != 0 {
+			t.Errorf("status --json on a never-analysed table: %+v", tb)
+		}
+		for _, s := range plan.Steps {
+			if s.Table == tb.Table && !s.RowsUnknown {
+				t.Errorf("plan says step %q on %s knows its rows, status says it does not", s.Name, tb.Table)
+			}
+		}
+	}
+	code, out, _ := runBin(t, "status", "--schema", "fresh", "--database", db)
+	if code != 0 || strings.Count(out, "row count unknown: never analysed") != 3 || strings.Contains(out, "~0 rows") {
+		t.Fatalf("status on never-analysed tables: %d\n%s", code, out)
+	}
+	st = statusJSONResult{}
+	mustJSON(t, 0, &st, "status", "--json", "--database", db)
+	for _, tb := range st.Tables {
+		if tb.RowsUnknown {
+			t.Errorf("status --json on an analysed table: %+v", tb)
+		}
 	}
 }

@@ -272,14 +272,51 @@ func Connect(ctx context.Context, s, applicationName string) (*pgx.Conn, error) 
 		}
 		var pgErr *pgconn.PgError
 		if !errors.As(err, &pgErr) || pgErr.Code != "53300" || delay > 5*time.Second {
-			return nil, RedactError(s, fmt.Errorf("connect to %s: %w", Describe(s), err))
+			return nil, RedactError(s, fmt.Errorf("connect to %s: %w", Describe(s), connectFailure(err)))
 		}
 		select {
 		case <-ctx.Done():
-			return nil, RedactError(s, fmt.Errorf("connect to %s: %w", Describe(s), err))
+			return nil, RedactError(s, fmt.Errorf("connect to %s: %w", Describe(s), connectFailure(err)))
 		case <-time.After(delay):
 		}
 	}
+}
+
+// tlsRefused is how pgx reports a server that does not offer TLS.
+const tlsRefused = "tls error: server refused TLS connection"
+
+// connectFailure renders pgx's failed connection with one line per cause:
+// an attempt that only found the server without TLS is left out when
+// another attempt went further (sslmode prefer and allow go on without
+// TLS, so the real cause is the next attempt's, e.g. a wrong password),
+// and an attempt that failed exactly as an earlier one is said once (a
+// refused dial is tried with and without TLS). err stays unwrappable.
+func connectFailure(err error) error {
+	var ce *pgconn.ConnectError
+	var joined interface{ Unwrap() []error }
+	if !errors.As(err, &ce) || !errors.As(ce.Unwrap(), &joined) {
+		return err
+	}
+	attempts := joined.Unwrap()
+	onlyTLS := true
+	for _, a := range attempts {
+		onlyTLS = onlyTLS && strings.HasSuffix(a.Error(), tlsRefused)
+	}
+	var lines []string
+	seen := map[string]bool{}
+	for _, a := range attempts {
+		line := a.Error()
+		if seen[line] || !onlyTLS && strings.HasSuffix(line, tlsRefused) {
+			continue
+		}
+		seen[line] = true
+		lines = append(lines, line)
+	}
+	msg := fmt.Sprintf("failed to connect to `user=%s database=%s`: %s", ce.Config.User, ce.Config.Database, lines[0])
+	if len(lines) > 1 {
+		msg = fmt.Sprintf("failed to connect to `user=%s database=%s`:\n\t%s", ce.Config.User, ce.Config.Database, strings.Join(lines, "\n\t"))
+	}
+	return &redacted{msg: msg, err: err}
 }
 
 // Describe renders a connection string for a progress line: host, port and

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/migrate-unique/migrate-unique/compat"
+	"github.com/migrate-unique/migrate-unique/internal/pgurl"
 	"github.com/migrate-unique/migrate-unique/layout"
 )
 
@@ -215,6 +216,7 @@ func (d *demo) whileRunning(ctx context.Context, slots *compat.Slots, group stri
 	}
 	fmt.Fprintf(d.out, "  $ migrate-unique concurrency status %s\n", group)
 	d.o.PrintStatus(&indent{w: d.out, prefix: "    "}, []compat.GroupStatus{st})
+	fmt.Fprintf(d.out, "  the same in a browser, with the operator's switches (this opens nothing; the demo ends with down, so keep its database with --keep and run up on it again first):\n  $ migrate-unique concurrency serve --database '%s'\n", pgurl.Redact(d.url))
 	if st.Limit != perKeyLimit || st.Active != len(d.perKey) {
 		return fmt.Errorf("status of %s: limit %d, %d active; want limit %d, %d active", group, st.Limit, st.Active, perKeyLimit, len(d.perKey))
 	}

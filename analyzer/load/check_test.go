@@ -1,17 +1,22 @@
-package rewrite
+package load
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"golang.org/x/tools/go/analysis"
 	"golang.org/x/tools/go/packages"
+
+	"github.com/migrate-unique/migrate-unique/analyzer"
 )
 
-// TestRecheck: the quick type check of rewritten files reuses the load and
-// finds what a full type check finds, across packages and test variants.
-func TestRecheck(t *testing.T) {
+// TestCheck: the check of rewritten files after a lean analysis reuses its
+// types and finds what a full type check finds, across packages and test
+// variants.
+func TestCheck(t *testing.T) {
 	dir := t.TempDir()
 	files := map[string]string{
 		"go.mod":          "module example.com/m\n\ngo 1.22\n",
@@ -29,17 +34,21 @@ func TestRecheck(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// recheck consumes a load: each case loads the module again.
-	load := func(t *testing.T) []*packages.Package {
-		pkgs, err := packages.Load(&packages.Config{Mode: loadMode, Dir: dir, Tests: true,
-			Env: append(os.Environ(), "GOFLAGS=-mod=mod", "GOPROXY=off", "GOWORK=off")}, "./...")
+	cfg := Config{Dir: dir, Tests: true, Env: append(os.Environ(), "GOFLAGS=-mod=mod", "GOPROXY=off", "GOWORK=off")}
+	// Check consumes a load: each case loads the module again.
+	load := func(t *testing.T) *Program {
+		prog, err := Load(context.Background(), cfg, []string{"./..."})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if problems := loadProblems(pkgs); len(problems) > 0 {
-			t.Fatal(problems)
+		a, err := analyzer.New(analyzer.Config{})
+		if err != nil {
+			t.Fatal(err)
 		}
-		return pkgs
+		if _, err := prog.Analyze(func([]*packages.Package) (*analysis.Analyzer, error) { return a, nil }); err != nil {
+			t.Fatal(err)
+		}
+		return prog
 	}
 	aGo := filepath.Join(dir, "a", "a.go")
 	for _, tc := range []struct {
@@ -56,10 +65,16 @@ func TestRecheck(t *testing.T) {
 		}, want: []string{"b.go:5:11: undefined: a.Key", "a_test.go:5:34: undefined: Key", "b_ext_test.go:9:34: undefined: a.Key"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			pkgs := load(t)
-			problems, ok := recheck(pkgs, tc.changed)
+			problems, ok := load(t).Check(tc.changed)
 			if !ok {
-				t.Fatal("recheck could not stand in for a full load")
+				t.Fatal("Check could not stand in for a full type check")
+			}
+			full, err := Verify(context.Background(), cfg, []string{"./..."}, tc.changed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(full) != len(problems) {
+				t.Errorf("Check finds %d problems, a full type check %d:\n%s\n---\n%s", len(problems), len(full), strings.Join(problems, "\n"), strings.Join(full, "\n"))
 			}
 			got := strings.Join(problems, "\n")
 			if len(tc.want) == 0 && len(problems) > 0 {

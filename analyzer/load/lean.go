@@ -1,4 +1,4 @@
-package main
+package load
 
 import (
 	"fmt"
@@ -7,59 +7,18 @@ import (
 	"go/types"
 	"os"
 
+	"golang.org/x/tools/go/analysis"
 	"golang.org/x/tools/go/gcexportdata"
 	"golang.org/x/tools/go/packages"
-
-	"github.com/migrate-unique/migrate-unique/analyzer"
-	"github.com/migrate-unique/migrate-unique/rewrite"
 )
 
-// lintMetaMode asks the go command for the package graph and the export
-// data of every package, and nothing go/packages would type-check itself:
-// loadLean does the type check.
-const lintMetaMode = packages.NeedName | packages.NeedFiles | packages.NeedCompiledGoFiles |
-	packages.NeedImports | packages.NeedDeps | packages.NeedModule | packages.NeedExportFile |
-	packages.NeedTypesSizes
-
-// lintLean is lint's load and analysis at the cost of go vet: it holds one
-// package's syntax and type information at a time, where go/packages and
-// the checker hold every named package's at once (and a package with tests
-// twice, as itself and as its test variant).
-//
-//  1. One go list (lintMetaMode) gives the package graph and every package's
-//     export data.
-//  2. The job model (analyzer.Config.ForProgram) is computed from a first,
-//     light type check of the named packages: declarations only, no
-//     function bodies, no types.Info. It keeps names, not types, so that
-//     type check is dropped once the model is built.
-//  3. Each package is then type-checked in full, analysed and dropped, in
-//     dependency order, one at a time, as the checker would analyse it
-//     (facts flow from a package to its importers).
-//
-// A package with tests is analysed once, as its test variant ("p [p.test]":
-// its own files and its in-package tests), and every package importing it
-// is type-checked against the test variant (its declarations plus those of
-// its test files); go/packages checks it twice.
-//
-// It returns ok=false, and the caller takes lintFull, when the load is one
-// it does not handle exactly as go/packages would: any package with an
-// error, a type error, a failed analysis. lintFull then reports the errors.
-func lintLean(ac analyzer.Config, cfg packages.Config, patterns []string) (results []lintResult, ok bool, err error) {
-	roots, ok := loadLean(cfg, patterns)
-	if !ok {
-		return nil, false, nil
-	}
-	named := make(map[string]bool, len(roots))
-	for _, p := range roots {
-		named[p.ID] = true
-	}
-	// As lintFull does: the unnamed packages of the run's own modules that
-	// the named ones import are loaded from source too.
-	if more := unnamedOwnDeps(roots, named); len(more) > 0 {
-		if roots, ok = loadLean(cfg, append(append([]string(nil), patterns...), more...)); !ok {
-			return nil, false, nil
-		}
-	}
+// analyzeLean is the analysis at the cost of go vet (see the package
+// documentation): it holds one package's syntax and type information at a
+// time, where go/packages and the checker hold every named package's at
+// once. ok is false when the load is one it does not handle exactly as
+// go/packages would: a type error, a failed analysis.
+func (pr *Program) analyzeLean(program func([]*packages.Package) (*analysis.Analyzer, error)) (results []Result, ok bool, err error) {
+	roots := pr.roots
 	source := map[*packages.Package]bool{}
 	for _, p := range roots {
 		source[p] = true
@@ -74,40 +33,34 @@ func lintLean(ac analyzer.Config, cfg packages.Config, patterns []string) (resul
 			needTypes[dep] = true
 		}
 	}
-	typeAll := func(full bool) bool {
+	reset := func() {
 		fset := token.NewFileSet()
 		for _, p := range all {
 			p.Fset, p.Types, p.Syntax, p.TypesInfo = fset, types.NewPackage(p.PkgPath, p.Name), nil, nil
 		}
-		if full {
-			return true // one at a time, below
-		}
-		for _, p := range all {
-			switch {
-			case source[p]:
-				if !checkSource(p, false) {
-					return false
-				}
-			case needTypes[p]:
-				if readExport(p) != nil {
-					return false
-				}
-			}
-		}
-		return true
 	}
 
-	// 2. The job model, from declarations.
-	if !typeAll(false) {
-		return nil, false, nil
+	// The job model, from declarations.
+	reset()
+	for _, p := range all {
+		switch {
+		case source[p]:
+			if !checkSource(p, false) {
+				return nil, false, nil
+			}
+		case needTypes[p]:
+			if readExport(p) != nil {
+				return nil, false, nil
+			}
+		}
 	}
-	a, err := ac.ForProgram(roots)
+	a, err := program(roots)
 	if err != nil {
 		return nil, false, err
 	}
 
-	// 3. Each package in full, analysed, dropped.
-	typeAll(true)
+	// Each package in full, analysed, dropped.
+	reset()
 	facts := newFactStore()
 	for _, p := range all {
 		switch {
@@ -124,25 +77,23 @@ func lintLean(ac analyzer.Config, cfg packages.Config, patterns []string) (resul
 		if err != nil {
 			return nil, false, nil
 		}
-		if named[p.ID] && len(diags) > 0 {
-			results = append(results, lintResult{p, diags})
+		if pr.named[p] {
+			results = append(results, Result{p, diags})
 		}
 		p.Syntax, p.TypesInfo = nil, nil
 	}
+	pr.analysed = true
 	return results, true, nil
 }
 
-// loadLean lists the packages the patterns name with the go command and
-// returns the ones to analyse: the named packages less those their test
+// leanRoots returns, of the packages the go command listed, the ones to
+// analyse: the named packages less those their test
 // variants stand for, every import of such a package redirected to the
 // variant (the variant never imports the plain package, directly or not:
 // the go command recompiles for the test each package between them, so the
 // graph stays acyclic). ok is false when a package has an error.
-func loadLean(cfg packages.Config, patterns []string) (roots []*packages.Package, ok bool) {
-	cfg.Mode = lintMetaMode
-	cfg.ParseFile = nil
-	pkgs, err := packages.Load(&cfg, patterns...)
-	if err != nil || len(pkgs) == 0 {
+func leanRoots(pkgs []*packages.Package) (roots []*packages.Package, ok bool) {
+	if len(pkgs) == 0 {
 		return nil, false
 	}
 	clean := true
@@ -222,7 +173,7 @@ func checkSource(p *packages.Package, full bool) bool {
 		if err != nil {
 			return false
 		}
-		f, err := rewrite.ParseFile(fset, name, src)
+		f, err := ParseFile(fset, name, src)
 		if f == nil || (err != nil && full) {
 			return false
 		}
