@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/migrate-unique/migrate-unique/internal/qualify"
 	"github.com/migrate-unique/migrate-unique/layout"
 )
 
@@ -123,7 +124,15 @@ func (s SavedUnique) concurrentRebuild(versionTable string) (string, error) {
 	if !ok {
 		return "", fmt.Errorf("the saved definition of %s is not a unique index (%q); restore it by hand from %s", s.Index, s.Rebuild, versionTable)
 	}
-	return "CREATE UNIQUE INDEX CONCURRENTLY " + def, nil
+	// pg_get_indexdef names pg_catalog's operators, functions and types
+	// bare (read under the pinned search_path, it names every other
+	// schema's). Qualified, the definition builds the same index on any
+	// search_path: the golang-migrate files run on the application's.
+	q, err := qualify.SQL("CREATE UNIQUE INDEX CONCURRENTLY " + def)
+	if err != nil {
+		return "", fmt.Errorf("%w: the saved definition of %s (%q) cannot be replayed exactly on any search_path: %v; restore it by hand from %s", ErrSavedRule, s.Index, s.Rebuild, err, versionTable)
+	}
+	return q, nil
 }
 
 func (r *runner) downSteps(in *inspection, saved []SavedUnique) ([]step, error) {

@@ -11,6 +11,7 @@ import (
 	"github.com/golang-migrate/migrate/v4/source"
 	"github.com/golang-migrate/migrate/v4/source/iofs"
 
+	"github.com/migrate-unique/migrate-unique/internal/qualify"
 	"github.com/migrate-unique/migrate-unique/layout"
 )
 
@@ -53,7 +54,7 @@ func Files(l layout.Layout) (map[string]string, error) {
 	}
 	var rules []rebuildRule
 	if isPlainJobs(rl) {
-		rules = []rebuildRule{{comment: "plain-jobs' unique rule", definition: plainJobsRebuild}}
+		rules = []rebuildRule{{comment: "plain-jobs' unique rule", definition: qualify.Must(plainJobsRebuild)}}
 	}
 	return files(rl, rules, nil, nil)
 }
