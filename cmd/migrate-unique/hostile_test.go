@@ -366,3 +366,51 @@ VALUES (pg_catalog.now(), pg_catalog.gen_random_uuid(), 'app.Retry', '{}', 0, 't
 		t.Fatalf("clear limit: %v", err)
 	}
 }
+
+// TestAReadOnlyTargetIsRefusedBeforeAnyChange: with
+// default_transaction_read_only on (as on a hot standby), plan and plan
+// --down exit 1 naming the setting, and up and down refuse with a finding
+// of kind read_only before any change.
+func TestAReadOnlyTargetIsRefusedBeforeAnyChange(t *testing.T) {
+	db := plainJobsDB(t)
+	admin := testdb.Connect(t, db)
+	ctx := t.Context()
+	var dbname string
+	if err := admin.QueryRow(ctx, "SELECT current_database()").Scan(&dbname); err != nil {
+		t.Fatal(err)
+	}
+	before := indexDefinitions(t, db)
+	if _, err := admin.Exec(ctx, "ALTER DATABASE "+pgx.Identifier{dbname}.Sanitize()+" SET default_transaction_read_only = on"); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"plan"}, {"plan", "--down"}, {"up"}, {"down"}, {"plan", "--json"}} {
+		code, out, errOut := runCLI(t, append(args, "--database", db)...)
+		if code != 1 {
+			t.Errorf("%s: exit %d, want 1\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), code, out, errOut)
+		}
+		if !strings.Contains(out+errOut, "default_transaction_read_only") {
+			t.Errorf("%s does not name default_transaction_read_only:\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), out, errOut)
+		}
+		if args[len(args)-1] == "--json" && !strings.Contains(out, `"kind": "read_only"`) && !strings.Contains(out, `"kind":"read_only"`) {
+			t.Errorf("plan --json has no finding of kind read_only:\n%s", out)
+		}
+	}
+	if _, err := admin.Exec(ctx, "ALTER DATABASE "+pgx.Identifier{dbname}.Sanitize()+" RESET default_transaction_read_only"); err != nil {
+		t.Fatal(err)
+	}
+	var version *string
+	if err := admin.QueryRow(ctx, "SELECT to_regclass('public.migrate_unique_version')::text").Scan(&version); err != nil {
+		t.Fatal(err)
+	}
+	if version != nil {
+		t.Errorf("the refused runs created %s", *version)
+	}
+	after := indexDefinitions(t, db)
+	if fmt.Sprint(before) != fmt.Sprint(after) {
+		t.Errorf("the refused runs changed the indexes:\n%v\n%v", before, after)
+	}
+	code, out, errOut := runCLI(t, "status", "--database", db)
+	if code != 0 || !strings.Contains(out, "state:    legacy") {
+		t.Errorf("status after the refusals: exit %d\n%s%s", code, out, errOut)
+	}
+}
