@@ -15,7 +15,7 @@ func TestAnalyzer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run(t, a, "jobs", "app", "shapes", "register", "traps", "tasks", "store")
+	run(t, a, "jobs", "app", "shapes", "register", "traps", "tasks", "store", "neoqlike")
 }
 
 func TestExactInterface(t *testing.T) {

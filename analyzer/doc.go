@@ -55,7 +55,9 @@
 //     SQL naming unique_key in every package;
 //   - unique-violation: code handling a unique violation (SQLSTATE 23505,
 //     pgerrcode.UniqueViolation, "duplicate key") in a function that
-//     enqueues a job;
+//     enqueues a job, where the violation can come from the queue's legacy
+//     unique rule: in a package with legacy jobs or naming one of the
+//     layout's tables (-all-sql: every package);
 //   - generated: any finding in a generated file (regenerate it instead);
 //   - clash: a job type or interface that already has ConcurrencyKey or
 //     ConcurrencyLimit;
@@ -79,7 +81,8 @@ rename calls, method values and method expressions in every package; apply
 configured -rename pairs; replace the span error string "DuplicateJob" with
 "ConcurrencyLimitReached". It reports without a fix: SQL text naming
 unique_key in the queue's tables (-table; default plain-jobs') or in
-packages with legacy jobs (-all-sql: everywhere), unique-violation (23505) handling around an enqueue, findings in
+packages with legacy jobs (-all-sql: everywhere), unique-violation (23505) handling around an enqueue
+(in the same scope), findings in
 generated files, clashes with existing ConcurrencyKey/ConcurrencyLimit
 methods, and legacy methods required by interfaces it cannot edit.
 

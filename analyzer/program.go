@@ -54,6 +54,77 @@ type Program struct {
 	// package's analysis records them before its importers' analyses read
 	// them (the driver runs dependencies first).
 	migrating sync.Map
+	// usedAs are the job types of the run a package uses as an interface
+	// that requires UniqueKey and does not migrate (typeKey to that
+	// interface and the using package), found by an analysis over the
+	// model: see [Revise].
+	usedAs sync.Map
+	// kept are the job types such a use keeps as they are, from the
+	// previous analysis (typeKey to the interface and the using package).
+	kept map[string]string
+}
+
+// markUsedAs records that a package uses the job type tn as an interface
+// that requires UniqueKey and does not migrate.
+func (pr *Program) markUsedAs(tn *types.TypeName, iface, pkg string) {
+	if _, ok := pr.kept[typeKey(tn)]; !ok {
+		pr.usedAs.LoadOrStore(typeKey(tn), iface+" (in "+pkg+")")
+	}
+}
+
+// keptFor says why a job type of the run is kept as it is: a package uses
+// it as an interface requiring UniqueKey that does not migrate ("" if not).
+func (p *pass) keptFor(tn *types.TypeName) string {
+	if p.prog == nil {
+		return ""
+	}
+	return p.prog.kept[typeKey(tn)]
+}
+
+// anyMigrating reports whether an analysis over the model has renamed a
+// method yet.
+func (pr *Program) anyMigrating() bool {
+	found := false
+	pr.migrating.Range(func(any, any) bool { found = true; return false })
+	return found
+}
+
+// programs maps an analyzer built by ForProgram or Revise to its settings.
+var programs sync.Map // *analysis.Analyzer -> *settings
+
+// Revise returns, after a run of a (an analyzer built by
+// [Config.ForProgram] or Revise) over the whole load, the analyzer to run
+// over it again, and true, when that run found a job type that migrates
+// used, in some package, as an interface that requires UniqueKey and does
+// not migrate (not a job interface, or one of a dependency): only a second
+// run keeps that job type as it is (an external finding at its
+// declaration) instead of migrating it in its own package before the use
+// is seen, so that the result still builds. Otherwise it returns nil and
+// false.
+func Revise(a *analysis.Analyzer) (*analysis.Analyzer, bool) {
+	v, ok := programs.Load(a)
+	if !ok {
+		return nil, false
+	}
+	s := v.(*settings)
+	kept := map[string]string{}
+	for k, why := range s.prog.kept {
+		kept[k] = why
+	}
+	added := false
+	s.prog.usedAs.Range(func(k, why any) bool {
+		kept[k.(string)] = why.(string)
+		added = true
+		return true
+	})
+	if !added {
+		return nil, false
+	}
+	ns := *s
+	ns.prog = &Program{jobs: s.prog.jobs, external: s.prog.external, promoters: s.prog.promoters, own: s.prog.own, kept: kept}
+	na := newAnalyzer(&ns)
+	programs.Store(na, &ns)
+	return na, true
 }
 
 func typeKey(tn *types.TypeName) string {
@@ -103,7 +174,9 @@ func (c Config) ForProgram(pkgs []*packages.Package) (*analysis.Analyzer, error)
 		return nil, err
 	}
 	s.prog = newProgram(s, pkgs)
-	return newAnalyzer(s), nil
+	a := newAnalyzer(s)
+	programs.Store(a, s)
+	return a, nil
 }
 
 // programIface is a job interface of a loaded package.

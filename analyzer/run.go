@@ -38,9 +38,12 @@ type pass struct {
 	jobValue  map[types.Type]bool    // cache for isJobValue
 	callees   map[ast.Expr]bool      // functions of calls, built on first use
 	tags      map[*ast.BasicLit]bool // struct field tags, built on first use
-	prog      *Program               // the run's job model, when the driver gives one
-	shapeOK   *bool                  // shapeRule, decided on first use
-	jobTypes  int                    // the job types this package declares
+	// queueTables records whether a string literal of the package names
+	// one of the layout's tables, decided on first use.
+	queueTables *bool
+	prog        *Program // the run's job model, when the driver gives one
+	shapeOK     *bool    // shapeRule, decided on first use
+	jobTypes    int      // the job types this package declares
 }
 
 type typeDecl struct {
@@ -508,6 +511,12 @@ func (p *pass) planJobType(c jobCandidate) {
 				tn.Name(), foreign.obj.Name(), foreign.obj.Pkg().Path()), nil)
 		}
 		return // a local interface that is not migrated has its own finding
+	}
+	if use := p.keptFor(tn); migrated == nil && use != "" {
+		p.report(at, at, CodeExternal, fmt.Sprintf(
+			"job type %s is used as %s, which requires UniqueKey and which this run does not migrate: keep UniqueKey until that interface moves to ConcurrencyKey, or change that use by hand",
+			tn.Name(), use), nil)
+		return
 	}
 	if ext := p.externalFor(tn); migrated == nil && ext != "" {
 		p.report(at, at, CodeExternal, fmt.Sprintf(

@@ -13,7 +13,7 @@ import (
 // third-party interface): after the fix the job no longer implements it,
 // and only a person can decide whether the interface or the job changes.
 func (p *pass) checkConversions() {
-	if len(p.migrating) == 0 && len(p.jobIfaces) == 0 {
+	if len(p.migrating) == 0 && len(p.jobIfaces) == 0 && !p.seesMigrated() {
 		return
 	}
 	var f satisfy.Finder
@@ -39,6 +39,11 @@ func (p *pass) checkConversions() {
 		lhs, rhs := types.TypeString(c.LHS, p.qualify), types.TypeString(c.RHS, p.qualify)
 		switch lhsMigrates, rhsMigrates := p.isMigrating(lm.Origin()), p.isMigrating(fn.Origin()); {
 		case rhsMigrates && !lhsMigrates:
+			if tn := declaringType(c.RHS, fn); tn != nil && p.prog != nil && p.prog.isJob(tn) {
+				// The whole run's model keeps that job as it is on its
+				// next run (Revise), so the use still builds.
+				p.prog.markUsedAs(tn, types.TypeString(c.LHS, nil), p.Pkg.Path())
+			}
 			msg = fmt.Sprintf("%s is used as %s, which requires UniqueKey: once migrated it no longer implements %s; migrate that interface or keep a UniqueKey wrapper by hand", rhs, lhs, lhs)
 		case lhsMigrates && !rhsMigrates && !p.isJobValue(c.RHS):
 			// A helper interface a job interface embeds migrates with it;
@@ -212,4 +217,43 @@ func (p *pass) unseenJob(t types.Type, legacy *types.Func) bool {
 		return false // promoted: its package adds delegating methods
 	}
 	return !hasMember(named, p.Pkg, keyName) && !hasMember(named, p.Pkg, limitName)
+}
+
+// seesMigrated reports whether a method this package can see migrates: a
+// job value of another package may then be used here as an interface that
+// still requires UniqueKey.
+func (p *pass) seesMigrated() bool {
+	if p.prog != nil {
+		return p.prog.anyMigrating()
+	}
+	for _, f := range p.AllObjectFacts() {
+		if _, ok := f.Fact.(*MigratedFact); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// declaringType returns the named type t (or *t) when the legacy method fn is
+// declared on it, not promoted from an embedded type.
+func declaringType(t types.Type, fn *types.Func) *types.TypeName {
+	if ptr, ok := t.(*types.Pointer); ok {
+		t = ptr.Elem()
+	}
+	named, ok := t.(*types.Named)
+	if !ok {
+		return nil
+	}
+	recv := fn.Signature().Recv()
+	if recv == nil {
+		return nil
+	}
+	rt := recv.Type()
+	if ptr, ok := rt.(*types.Pointer); ok {
+		rt = ptr.Elem()
+	}
+	if rn, ok := rt.(*types.Named); ok && rn.Origin().Obj() == named.Origin().Obj() {
+		return named.Origin().Obj()
+	}
+	return nil
 }

@@ -3,7 +3,10 @@ package analyzer
 import (
 	"encoding/json"
 	"fmt"
+	"go/ast"
+	"go/token"
 	"regexp"
+	"strconv"
 	"strings"
 )
 
@@ -109,4 +112,34 @@ func (p *pass) sqlInScope(val string) bool {
 // interface, or declares a job type: its SQL is the queue's.
 func (p *pass) hasLegacyJobs() bool {
 	return len(p.jobIfaces) > 0 || p.jobTypes > 0
+}
+
+// uniqueViolationInScope reports whether a unique violation handled around
+// an enqueue in this package can come from the legacy unique rule of the
+// queue, as the sql finding's scope decides: the package has legacy jobs
+// (see hasLegacyJobs) or names one of the layout's tables, or -all-sql.
+// Another queue's own unique index (neoq's fingerprint, say) is its own
+// business.
+func (p *pass) uniqueViolationInScope() bool {
+	return p.s.allSQL || p.hasLegacyJobs() || p.namesQueueTable()
+}
+
+// namesQueueTable reports whether a string literal of the package names
+// one of the layout's tables.
+func (p *pass) namesQueueTable() bool {
+	if p.queueTables == nil {
+		found := false
+		for _, f := range p.Files {
+			ast.Inspect(f, func(n ast.Node) bool {
+				if lit, ok := n.(*ast.BasicLit); ok && lit.Kind == token.STRING && !found {
+					if val, err := strconv.Unquote(lit.Value); err == nil && p.s.namesTable(val) {
+						found = true
+					}
+				}
+				return !found
+			})
+		}
+		p.queueTables = &found
+	}
+	return *p.queueTables
 }

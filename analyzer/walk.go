@@ -93,8 +93,9 @@ func (p *pass) walk(f *ast.File) {
 				decided = true
 				if fd, ok := decl.(*ast.FuncDecl); ok && fd.Body != nil {
 					// The enqueue itself (func Enqueue, enqueueTx), or a
-					// function that calls one.
-					enqueues = hasWord(fd.Name.Name, "enqueue") || p.enqueues(fd.Body)
+					// function that calls one, where the violation can come
+					// from the queue's legacy unique rule.
+					enqueues = p.uniqueViolationInScope() && (hasWord(fd.Name.Name, "enqueue") || p.enqueues(fd.Body))
 				}
 			}
 			return enqueues

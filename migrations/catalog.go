@@ -51,7 +51,12 @@ type tableInfo struct {
 	name    string
 	exists  bool
 	columns map[string]bool
-	rows    int64 // estimate (reltuples)
+	// order lists the columns by number (the version schema's views show
+	// them in this order).
+	order []string
+	// rowSecurity says row-level security is enabled on the table.
+	rowSecurity bool
+	rows        int64 // estimate (reltuples)
 	// rowsUnknown: never analysed (reltuples -1), rows is 0.
 	rowsUnknown bool
 	bytes       int64 // pg_total_relation_size
@@ -101,6 +106,11 @@ type versionRow struct {
 	// when; both are cleared when up finishes (down deletes the row).
 	step          string
 	stepStartedAt time.Time
+	// versionSchema is the version schema up --expand created ("" when
+	// none), kept after complete until up --contract (expand.go).
+	versionSchema string
+	// drained lists the overrides down --drain set, to restore (drain.go).
+	drained []drainedGroup
 }
 
 // inspection is a read-only snapshot of everything the migration decides on.
@@ -118,6 +128,9 @@ type inspection struct {
 	// access is what the connected role may do and the grants up needs
 	// (nil while a table of the layout is missing).
 	access *access
+	// vs is the version schema (expand.go): the one recorded, else the
+	// one the run names, else the default.
+	vs *versionSchemaInfo
 }
 
 // session is another backend holding a lock on a table of the layout.
@@ -162,9 +175,9 @@ SELECT c.reltuples::bigint, pg_total_relation_size(c.oid),
        ARRAY(SELECT a.attname::text FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum),
        coalesce((SELECT `+layout.CollationSQL("a.attcollation")+` FROM pg_attribute a
                  WHERE a.attrelid = c.oid AND a.attname IN ($3, $4) AND NOT a.attisdropped LIMIT 1), ''),
-       c.relkind = 'p'
+       c.relkind = 'p', c.relrowsecurity
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')`, l.Schema, t, layout.KeyColumn, layout.LegacyKeyColumn).Scan(&ti.rows, &ti.bytes, &cols, &ti.keyCollation, &ti.partitioned)
+WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')`, l.Schema, t, layout.KeyColumn, layout.LegacyKeyColumn).Scan(&ti.rows, &ti.bytes, &cols, &ti.keyCollation, &ti.partitioned, &ti.rowSecurity)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 		case err != nil:
@@ -177,6 +190,7 @@ WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')`, l.Schema, 
 			for _, c := range cols {
 				ti.columns[c] = true
 			}
+			ti.order = cols
 			ixs, err := readIndexes(ctx, q, l, t)
 			if err != nil {
 				return nil, err
@@ -220,6 +234,13 @@ WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')`, l.Schema, 
 			return nil, err
 		}
 	}
+	name := DefaultVersionSchema(l.Schema)
+	if in.version != nil && in.version.versionSchema != "" {
+		name = in.version.versionSchema
+	}
+	if in.vs, err = readVersionSchema(ctx, q, in, name); err != nil {
+		return nil, err
+	}
 	return in, nil
 }
 
@@ -258,15 +279,25 @@ ORDER BY i.relname`, l.Schema, table)
 func readVersion(ctx context.Context, q querier, l layout.Resolved) (*versionRow, error) {
 	var v versionRow
 	var saved []byte
-	var step *string
+	var step, versionSchema *string
 	var stepAt *time.Time
+	var drained []byte
 	// The step columns are read by name from the row's JSON: a version table
 	// written by an older version of the tool has none yet.
-	err := q.QueryRow(ctx, "SELECT v.state, v.tool_version, v.saved, v.updated_at, to_jsonb(v)->>'step', (to_jsonb(v)->>'step_started_at')::timestamptz FROM "+
+	err := q.QueryRow(ctx, "SELECT v.state, v.tool_version, v.saved, v.updated_at, to_jsonb(v)->>'step', (to_jsonb(v)->>'step_started_at')::timestamptz, "+
+		"to_jsonb(v)->>'version_schema', to_jsonb(v)->'drained' FROM "+
 		l.Table(layout.VersionTable)+" v WHERE v.layout = $1", layoutID(l)).
-		Scan(&v.state, &v.toolVersion, &saved, &v.updatedAt, &step, &stepAt)
+		Scan(&v.state, &v.toolVersion, &saved, &v.updatedAt, &step, &stepAt, &versionSchema, &drained)
 	if step != nil {
 		v.step = *step
+	}
+	if versionSchema != nil {
+		v.versionSchema = *versionSchema
+	}
+	if len(drained) > 0 && string(drained) != "null" {
+		if err := json.Unmarshal(drained, &v.drained); err != nil {
+			return nil, fmt.Errorf("read the overrides down --drain set in %s: %w", l.Table(layout.VersionTable), err)
+		}
 	}
 	if stepAt != nil {
 		v.stepStartedAt = *stepAt
@@ -340,9 +371,16 @@ const (
 	PartlyMigrated State = "partly migrated"
 	// Migrated: every table has concurrency_key and the run finished.
 	Migrated State = "migrated"
+	// Expanded: up --expand finished: every table still has unique_key and
+	// its unique rule, the counting indexes, the runtime's tables and the
+	// version schema exist (expand.go); up completes it.
+	Expanded State = "expanded"
 )
 
 func (in *inspection) state() State {
+	if in.version != nil && in.version.state == "expanded" {
+		return Expanded
+	}
 	if in.version != nil && in.version.state != "migrated" {
 		return PartlyMigrated // a run recorded its intent and did not finish
 	}

@@ -213,6 +213,9 @@ func (r *runner) downSteps(in *inspection, saved []SavedUnique) ([]step, error) 
 		return nil, err
 	}
 	steps = append(steps, rt...)
+	if vs := versionSchemaDropStep(in, ""); vs.skip == "" {
+		steps = append(steps, vs)
+	}
 	if sql, err = render("version_table.down.sql.tmpl", d); err != nil {
 		return nil, err
 	}

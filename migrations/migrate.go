@@ -1,6 +1,7 @@
 package migrations
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -10,7 +11,6 @@ import (
 	"os"
 	"regexp"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -28,6 +28,7 @@ const (
 	DefaultMaxAttempts     = 10
 	DefaultLongTransaction = time.Minute
 	DefaultProgressEvery   = 5 * time.Second
+	DefaultDrainTimeout    = 10 * time.Minute
 )
 
 // Options tunes Up and Down. The zero value is usable.
@@ -76,6 +77,34 @@ type Options struct {
 	// overrides, class pauses, live slot leases, skip records), instead of
 	// keeping them.
 	DropOperatorData bool
+
+	// Expand makes Up run only the expand phase of a rolling deploy
+	// (expand.go): what the old application version lives with (counting
+	// indexes, the runtime's tables and their grants, the skip-metadata
+	// column) and the version schema of views that show the new column
+	// names. Up without it on an expanded layout completes it.
+	Expand bool
+	// VersionSchema names the version schema Expand creates. Default
+	// "<schema>_concurrency" (see DefaultVersionSchema).
+	VersionSchema string
+	// Contract makes Up drop the version schema of a migrated layout, once
+	// no instance of the new version reads it any more.
+	Contract bool
+	// Force makes Up complete an expanded layout even while sessions of the
+	// old application version still write (old_version_writing findings).
+	Force bool
+	// OldAppName is the application_name of the old application version's
+	// sessions: every session with it counts as the old version, whatever
+	// its last statement.
+	OldAppName string
+	// Drain makes Down first set each group the old unique rule would not
+	// allow to limit 1 (an override in concurrency_limits) and wait, up to
+	// DrainTimeout, for the extra jobs to finish (drain.go).
+	Drain bool
+	// DrainTimeout bounds Drain's wait. Default 10m.
+	DrainTimeout time.Duration
+	// DrainPoll is how often Drain counts the groups left. Default 1s.
+	DrainPoll time.Duration
 }
 
 func (o Options) withDefaults() Options {
@@ -90,6 +119,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.ProgressEvery <= 0 {
 		o.ProgressEvery = DefaultProgressEvery
+	}
+	if o.DrainTimeout <= 0 {
+		o.DrainTimeout = DefaultDrainTimeout
+	}
+	if o.DrainPoll <= 0 {
+		o.DrainPoll = time.Second
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -184,7 +219,24 @@ type step struct {
 	// createsVersionTable marks up's first step: intent can be recorded
 	// once it is done.
 	createsVersionTable bool
+	// phase marks up's steps that up --expand leaves out or replaces
+	// (expand.go).
+	phase stepPhase
 }
+
+// stepPhase says where a step of up stands in a rolling deploy.
+type stepPhase int
+
+const (
+	// phaseExpand: the old application version lives with it.
+	phaseExpand stepPhase = iota
+	// phaseComplete: the cutover and what follows it; up --expand leaves
+	// it out.
+	phaseComplete
+	// phaseAnalyze and phaseFinish: ANALYZE and the record of the state.
+	phaseAnalyze
+	phaseFinish
+)
 
 // runner holds a run's connection and options.
 type runner struct {
@@ -197,6 +249,12 @@ type runner struct {
 	appName string
 	// direction is "up" or "down" for a run that changes the database.
 	direction string
+	// deadlockTimeout is the server's deadlock_timeout (see
+	// laterLockWait).
+	deadlockTimeout time.Duration
+	// phase names the steps in the intent a run records, when it is not
+	// direction: "expand" or "contract" (expand.go).
+	phase string
 	// versionTable says the version table (with its step columns) exists,
 	// so that intent can be recorded in it.
 	versionTable bool
@@ -271,6 +329,12 @@ func newRunner(ctx context.Context, url string, l layout.Layout, opts Options, d
 		r.close()
 		return nil, fmt.Errorf("configure the session: %w", err)
 	}
+	var deadlockMS float64
+	if err := conn.QueryRow(ctx, "SELECT EXTRACT(epoch FROM pg_catalog.current_setting('deadlock_timeout')::pg_catalog.interval)::float8 * 1000").Scan(&deadlockMS); err != nil {
+		r.close()
+		return nil, fmt.Errorf("read deadlock_timeout: %w", err)
+	}
+	r.deadlockTimeout = time.Duration(deadlockMS * float64(time.Millisecond))
 	return r, nil
 }
 
@@ -517,7 +581,7 @@ func (r *runner) recordIntent(ctx context.Context, n, total int, s step) error {
 	state := map[string]string{"up": "migrating", "down": "rolling back"}[r.direction]
 	_, err := r.conn.Exec(ctx, "UPDATE "+r.l.Table(layout.VersionTable)+
 		" SET state = $1, step = $2, step_started_at = now(), updated_at = now() WHERE layout = $3",
-		state, fmt.Sprintf("%s %d/%d: %s", r.direction, n, total, s.name), layoutID(r.l))
+		state, fmt.Sprintf("%s %d/%d: %s", cmp.Or(r.phase, r.direction), n, total, s.name), layoutID(r.l))
 	if err != nil {
 		return fmt.Errorf("record the intent of step %d (%s) in %s: %w", n, s.name, r.l.Table(layout.VersionTable), err)
 	}
@@ -619,6 +683,22 @@ func (r *runner) lockWait(n int) time.Duration {
 	return min(r.opts.LockTimeout, first<<min(n-1, 10))
 }
 
+// laterLockWait is how long a step waits, in milliseconds, for each of
+// its exclusive locks after the first of n, while it holds the earlier
+// ones: their waits add up to at most half the server's deadlock_timeout,
+// and none is longer than the attempt's wait ms. An application session
+// that waits for a table the step holds starts its deadlock check
+// deadlock_timeout after it began waiting, which is after the step took
+// its first lock: by then the step has stopped waiting (55P03, retried),
+// so a deadlock between them is always broken by the step.
+func (r *runner) laterLockWait(ms int64, n int) int64 {
+	if n <= 1 {
+		return ms
+	}
+	budget := r.deadlockTimeout.Milliseconds() / 2 / int64(n-1)
+	return max(min(ms, budget), 1)
+}
+
 // runTx runs the step in one transaction. Its exclusive locks are taken
 // first, in one statement bounded by both lock_timeout and statement_timeout
 // so that a writer queued behind it waits at most LockTimeout in all.
@@ -648,14 +728,27 @@ func (r *runner) runTx(ctx context.Context, s step, attempt int, last bool) (hel
 			if _, err := tx.Exec(ctx, "SET LOCAL synchronous_commit = off"); err != nil {
 				return err
 			}
-			if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL statement_timeout = '%dms'", ms)); err != nil {
-				return err
+			// One table at a time. The first waits the attempt's whole
+			// wait: the run holds nothing yet. Each later one waits at most
+			// laterLockWait: an application session that holds it and
+			// waits for a table the run holds already (plain-jobs 0.37's
+			// worker takes them in its own order) is in a deadlock with
+			// the run, and the run must give way (and retry) before that
+			// session's deadlock check makes it the victim.
+			later := r.laterLockWait(ms, len(s.exclusive))
+			for i, t := range s.exclusive {
+				wait := ms
+				if i > 0 {
+					wait = later
+				}
+				if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL lock_timeout = '%dms'; SET LOCAL statement_timeout = '%dms'; LOCK TABLE %s IN ACCESS EXCLUSIVE MODE", wait, wait, t)); err != nil {
+					return err
+				}
+				if i == 0 {
+					acquired = time.Now()
+				}
 			}
-			if _, err := tx.Exec(ctx, "LOCK TABLE "+strings.Join(s.exclusive, ", ")+" IN ACCESS EXCLUSIVE MODE"); err != nil {
-				return err
-			}
-			acquired = time.Now()
-			if _, err := tx.Exec(ctx, "SET LOCAL statement_timeout = 0"); err != nil {
+			if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL lock_timeout = '%dms'; SET LOCAL statement_timeout = 0", ms)); err != nil {
 				return err
 			}
 		}

@@ -31,6 +31,10 @@ type PlannedStep struct {
 	// lock_timeout, retried after a lock timeout; a step that is neither
 	// (ANALYZE) is one statement on its own, outside any transaction.
 	Transaction bool
+	// Phase is, for up, "expand" for a step the old application version
+	// lives with (up --expand runs those) and "complete" for the cutover
+	// and what only follows it; "" for down and up --contract.
+	Phase string
 }
 
 // PlanResult is what Plan found and what Up (PlanDown: Down) would do.
@@ -87,7 +91,7 @@ func plan(ctx context.Context, databaseURL string, l layout.Layout, opts Options
 	in, findings, err := r.preflight(ctx, direction)
 	if pe, ok := err.(*PreflightError); ok {
 		res.Findings = append(res.Findings, pe.Findings...)
-		if in, err = inspect(ctx, r.conn, r.l); err != nil {
+		if in, err = r.inspect(ctx); err != nil {
 			return nil, err
 		}
 	} else if err != nil {
@@ -110,15 +114,26 @@ func plan(ctx context.Context, databaseURL string, l layout.Layout, opts Options
 			return nil, err
 		}
 	} else {
-		if res.State == Migrated && len(in.drift()) == 0 {
+		if res.State == Migrated && len(in.drift()) == 0 && !r.opts.Contract {
 			return res, nil
 		}
-		if steps, err = upSteps(in, r.opts); err != nil {
+		if r.opts.Contract {
+			steps, err = r.contractSteps(in)
+		} else {
+			steps, err = upSteps(in, r.opts)
+		}
+		if err != nil {
 			return nil, err
 		}
 	}
 	for i, s := range steps {
 		ps := PlannedStep{Number: i + 1, Name: s.name, SQL: strings.TrimSpace(s.sql), Table: s.table, Lock: s.lock, Skip: s.skip, Concurrent: s.kind == stepConcurrent, Transaction: s.kind == stepTx}
+		if direction == "up" && !r.opts.Contract {
+			ps.Phase = "expand"
+			if s.phase == phaseComplete || s.phase >= phaseAnalyze && !expanding(in, r.opts) {
+				ps.Phase = "complete"
+			}
+		}
 		for _, t := range in.tables {
 			if strings.Contains(s.table, r.l.Table(t.name)) {
 				ps.Rows += t.rows

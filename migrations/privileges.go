@@ -41,6 +41,18 @@ type access struct {
 	// canBecomeOwner says the connected role may SET ROLE to it.
 	queueOwner     string
 	canBecomeOwner bool
+	// member and canSet say, per owner (quoted), whether the connected role
+	// is a member of it at all and may SET ROLE to it; inherits is the
+	// connected role's INHERIT attribute (before PostgreSQL 16 whether it
+	// uses the privileges of the roles it is a member of; from 16 on the
+	// default INHERIT option of a new membership). serverVersion is
+	// server_version_num: from 16 on a membership's INHERIT and SET options
+	// are separate (GRANT ... WITH INHERIT TRUE, SET TRUE).
+	member, canSet map[string]bool
+	inherits       bool
+	serverVersion  int
+	// ownerCreates says the queue's owner may create in the schema.
+	ownerCreates bool
 	// creator is the role up creates its tables as (SET LOCAL ROLE), quoted:
 	// the queue's owner when the connected role may become it and the owner
 	// may create in the schema, so that every member of the owner can run
@@ -88,10 +100,10 @@ func (g grant) sql() string {
 // queue's tables give, and works out the grants up needs.
 func readAccess(ctx context.Context, q querier, in *inspection) (*access, error) {
 	l := in.l
-	a := &access{owners: map[string]string{}, owns: map[string]bool{}}
-	if err := q.QueryRow(ctx, `SELECT quote_ident(current_user), r.rolsuper OR pg_has_role('pg_read_all_stats', 'USAGE'), has_schema_privilege(n.oid, 'CREATE')
+	a := &access{owners: map[string]string{}, owns: map[string]bool{}, member: map[string]bool{}, canSet: map[string]bool{}, serverVersion: in.serverVersion}
+	if err := q.QueryRow(ctx, `SELECT quote_ident(current_user), r.rolsuper OR pg_has_role('pg_read_all_stats', 'USAGE'), has_schema_privilege(n.oid, 'CREATE'), r.rolinherit
 FROM pg_roles r, pg_namespace n WHERE r.rolname = current_user AND n.nspname = $1`, l.Schema).
-		Scan(&a.user, &a.seesSessions, &a.createInSchema); err != nil {
+		Scan(&a.user, &a.seesSessions, &a.createInSchema, &a.inherits); err != nil {
 		return nil, fmt.Errorf("read the connected role: %w", err)
 	}
 	// SET ROLE needs membership; from PostgreSQL 16 on, a membership with
@@ -101,30 +113,31 @@ FROM pg_roles r, pg_namespace n WHERE r.rolname = current_user AND n.nspname = $
 		setRole = "SET"
 	}
 	rows, err := q.Query(ctx, `SELECT c.relname::text, quote_ident(pg_get_userbyid(c.relowner)), pg_has_role(c.relowner, 'USAGE'),
-       pg_has_role(c.relowner, $3), has_schema_privilege(c.relowner, n.oid, 'CREATE')
+       pg_has_role(c.relowner, $3), has_schema_privilege(c.relowner, n.oid, 'CREATE'), pg_has_role(c.relowner, 'MEMBER')
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE n.nspname = $1 AND c.relname = ANY ($2) AND c.relkind IN ('r', 'p')`, l.Schema, l.Tables(), setRole)
 	if err != nil {
 		return nil, fmt.Errorf("read the owners of the layout's tables: %w", err)
 	}
-	canBecome, ownerCreates := map[string]bool{}, map[string]bool{}
+	ownerCreates := map[string]bool{}
 	for rows.Next() {
 		var name, owner string
-		var owns, member, creates bool
-		if err := rows.Scan(&name, &owner, &owns, &member, &creates); err != nil {
+		var owns, canSet, creates, member bool
+		if err := rows.Scan(&name, &owner, &owns, &canSet, &creates, &member); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("read the owners of the layout's tables: %w", err)
 		}
 		a.owners[name], a.owns[name] = owner, owns
-		canBecome[owner], ownerCreates[owner] = member, creates
+		a.canSet[owner], ownerCreates[owner], a.member[owner] = canSet, creates, member
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read the owners of the layout's tables: %w", err)
 	}
 	a.queueOwner = a.owners[l.Tables()[0]]
-	a.canBecomeOwner = canBecome[a.queueOwner]
-	if a.queueOwner != "" && a.queueOwner != a.user && canBecome[a.queueOwner] && ownerCreates[a.queueOwner] {
+	a.canBecomeOwner = a.canSet[a.queueOwner]
+	a.ownerCreates = ownerCreates[a.queueOwner]
+	if a.queueOwner != "" && a.queueOwner != a.user && a.canBecomeOwner && a.ownerCreates {
 		a.creator = a.queueOwner
 	}
 
@@ -386,10 +399,13 @@ func (a *access) findings(in *inspection, direction string) []Finding {
 	if in.nothingToDo(direction) {
 		return nil
 	}
+	ownershipRefused := false
 	for _, t := range l.Tables() {
 		if owner, ok := a.owners[t]; ok && !a.owns[t] {
-			fs = append(fs, Finding{Fatal: true, Kind: "ownership", Object: l.Table(t), Action: "GRANT " + owner + " TO " + a.user, Message: fmt.Sprintf("role %s does not own table %s (its owner is %s) and does not have its owner's privileges: %s renames its key column and builds and drops indexes on it, which only the owner can do. Run as %s or a member of it (an administrator runs: GRANT %s TO %s)",
-				a.user, l.Table(t), owner, direction, owner, owner, a.user)})
+			ownershipRefused = true
+			action, advice := a.ownershipFix(owner)
+			fs = append(fs, Finding{Fatal: true, Kind: "ownership", Object: l.Table(t), Action: action, Message: fmt.Sprintf("role %s does not own table %s (its owner is %s) and does not have its owner's privileges: %s renames its key column and builds and drops indexes on it, which only the owner can do. %s",
+				a.user, l.Table(t), owner, direction, advice)})
 		}
 	}
 	foreign := a.foreignRuntime
@@ -413,13 +429,27 @@ func (a *access) findings(in *inspection, direction string) []Finding {
 	}
 	switch {
 	case !missingTables:
+	case ownershipRefused:
+		// Up does not run: as whom it would create is no news.
 	case a.creator != "":
 		fs = append(fs, Finding{Kind: "creator", Object: a.creator, Message: fmt.Sprintf("up creates its tables as %s, the owner of the queue's tables (SET LOCAL ROLE; role %s is a member of it), so that every member of it can run down", a.creator, a.user)})
 	case a.createInSchema && a.queueOwner != a.user && a.canBecomeOwner:
 		fs = append(fs, Finding{Kind: "creator", Object: a.user, Action: "GRANT CREATE ON SCHEMA " + layout.Ident(l.Schema) + " TO " + a.queueOwner, Message: fmt.Sprintf("up creates its tables as %s, not as the queue's owner %s, which may not create in schema %s; it grants %s their privileges. To have them belong to %s, an administrator runs first: GRANT CREATE ON SCHEMA %s TO %s",
 			a.user, a.queueOwner, layout.Ident(l.Schema), a.queueOwner, a.queueOwner, layout.Ident(l.Schema), a.queueOwner)})
+	case a.createInSchema && a.queueOwner != "" && a.queueOwner != a.user && a.member[a.queueOwner] && a.serverVersion >= 160000:
+		// A member that has the owner's privileges (INHERIT) but may not
+		// become it (SET FALSE, PostgreSQL 16 and later).
+		action := "GRANT " + a.queueOwner + " TO " + a.user + " WITH SET TRUE"
+		if !a.ownerCreates {
+			action += "; GRANT CREATE ON SCHEMA " + layout.Ident(l.Schema) + " TO " + a.queueOwner
+		}
+		fs = append(fs, Finding{Kind: "creator", Object: a.user, Action: action, Message: fmt.Sprintf("up creates its tables as %s, not as the queue's owner %s: the membership of %s in %s has INHERIT but not SET (PostgreSQL 16 membership options), so up cannot SET ROLE %s. It grants %s their privileges, but only %s (or a superuser) can drop them: down run by another member of %s is refused. To have them belong to %s, an administrator runs first: %s",
+			a.user, a.queueOwner, a.user, a.queueOwner, a.queueOwner, a.queueOwner, a.user, a.queueOwner, a.queueOwner, action)})
 	}
-	if missingTables && a.creator == "" && !a.createInSchema {
+	// A member without INHERIT gets the owner's CREATE with the fix its
+	// ownership refusal names: no second refusal for the same cause.
+	ownerFixCreates := ownershipRefused && a.member[a.queueOwner] && a.ownerCreates
+	if missingTables && a.creator == "" && !a.createInSchema && !ownerFixCreates {
 		to := a.user
 		if a.canBecomeOwner && a.queueOwner != "" {
 			to = a.queueOwner // so that what up creates belongs to the queue's owner
@@ -442,6 +472,41 @@ func (a *access) findings(in *inspection, direction string) []Finding {
 			a.user, strings.Join(owners, ", "), strings.Join(blocked, "\n      "))})
 	}
 	return fs
+}
+
+// ownershipFix is the statement an administrator runs so that the
+// connected role has owner's privileges, and the advice that explains it:
+// a plain GRANT owner TO role does nothing for a membership that exists
+// already without INHERIT, or for a NOINHERIT role.
+func (a *access) ownershipFix(owner string) (action, advice string) {
+	u := a.user
+	plain := "GRANT " + owner + " TO " + u
+	if a.serverVersion >= 160000 {
+		action = plain + " WITH INHERIT TRUE"
+		switch {
+		case a.member[owner] && a.canSet[owner]:
+			return action, fmt.Sprintf("Role %s is a member of %s with SET but not INHERIT (PostgreSQL 16 membership options): it may become %s, but does not use its privileges as itself. An administrator runs: %s (a plain %s leaves the existing membership as it is); or connect as %s for the whole session: %s may become it (add options=-c%%20role%%3D%s to the database URL)",
+				u, owner, owner, action, plain, owner, u, owner)
+		case a.member[owner]:
+			return action, fmt.Sprintf("Role %s is a member of %s with neither INHERIT nor SET (PostgreSQL 16 membership options). An administrator runs: %s (a plain %s leaves the existing membership as it is)",
+				u, owner, action, plain)
+		case !a.inherits:
+			return action, fmt.Sprintf("Run as %s or a member of it with INHERIT; role %s is NOINHERIT, so a plain %s would make a membership without it. An administrator runs: %s",
+				owner, u, plain, action)
+		}
+		return plain, fmt.Sprintf("Run as %s or a member of it (an administrator runs: %s)", owner, plain)
+	}
+	switch {
+	case a.member[owner]:
+		action = "ALTER ROLE " + u + " INHERIT"
+		return action, fmt.Sprintf("Role %s is a member of %s but NOINHERIT: it uses %s's privileges only after SET ROLE. An administrator runs: %s; or connect as %s for the whole session (add options=-c%%20role%%3D%s to the database URL)",
+			u, owner, owner, action, owner, owner)
+	case !a.inherits:
+		action = plain + "; ALTER ROLE " + u + " INHERIT"
+		return action, fmt.Sprintf("Run as %s or a member of it; role %s is NOINHERIT, so membership alone would not give it %s's privileges. An administrator runs: %s",
+			owner, u, owner, action)
+	}
+	return plain, fmt.Sprintf("Run as %s or a member of it (an administrator runs: %s)", owner, plain)
 }
 
 // drift lists the grants a migrated layout lacks.

@@ -392,11 +392,21 @@ func TestUpRefusesARoleThatDoesNotOwnTheTables(t *testing.T) {
 	if !errors.As(err, &pe) {
 		t.Fatalf("up as the application's role: %v, want a *PreflightError", err)
 	}
-	for _, want := range []string{
+	wants := []string{
 		"does not own table " + s.Resolved.Table(s.Resolved.RequestsTable) + " (its owner is " + roles.Owner + ")",
 		"GRANT " + roles.Owner + " TO " + roles.App,
 		`GRANT CREATE ON SCHEMA "public" TO ` + roles.App,
-	} {
+	}
+	if testdb.Major(t) < 15 {
+		// Every role may create in schema public before 15: there is only
+		// the ownership to refuse.
+		testdb.Adapted(t, "PUBLIC may create in schema public before PostgreSQL 15: the refusal names the ownership, and no GRANT CREATE")
+		if strings.Contains(err.Error(), "GRANT CREATE ON SCHEMA") {
+			t.Errorf("the refusal asks for CREATE on a schema where every role has it:\n%v", err)
+		}
+		wants = wants[:2]
+	}
+	for _, want := range wants {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("the refusal lacks %q:\n%v", want, err)
 		}
@@ -416,7 +426,12 @@ func TestWithoutTheOwnersCreateUpCreatesAsItselfAndGrantsTheOwner(t *testing.T) 
 	url := legacyDB(t, s)
 	roles := testdb.ManagedRoles(t, url, s.Resolved.Schema)
 	conn := testdb.Connect(t, url)
-	if _, err := conn.Exec(ctx, "REVOKE CREATE ON SCHEMA public FROM "+roles.Owner); err != nil {
+	revoke := "REVOKE CREATE ON SCHEMA public FROM " + roles.Owner
+	if testdb.Major(t) < 15 {
+		testdb.Adapted(t, "PUBLIC may create in schema public before PostgreSQL 15: revoked from PUBLIC too, as 15 does, so that the owner may not create there")
+		revoke += ", PUBLIC"
+	}
+	if _, err := conn.Exec(ctx, revoke); err != nil {
 		t.Fatal(err)
 	}
 	_, err := migrations.Up(ctx, roles.MigratorURL, s.Layout, migrations.Options{})

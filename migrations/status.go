@@ -2,6 +2,8 @@ package migrations
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/migrate-unique/migrate-unique/internal/version"
@@ -60,6 +62,10 @@ type StatusResult struct {
 	// column, ...): then Next never says to run up. Empty when migrated
 	// without drift.
 	UpRefusals []string
+	// VersionSchema is the version schema up --expand made ("" when none):
+	// the new application version reads it first on its search_path until
+	// up --contract drops it.
+	VersionSchema string
 }
 
 // Status reports the layout's state, read-only.
@@ -72,7 +78,7 @@ func Status(ctx context.Context, databaseURL string, l layout.Layout) (*StatusRe
 	in, _, err := r.preflight(ctx, "status")
 	if pe, ok := err.(*PreflightError); ok {
 		_ = pe // a refusal of up is still a state to show
-		if in, err = inspect(ctx, r.conn, r.l); err != nil {
+		if in, err = r.inspect(ctx); err != nil {
 			return nil, err
 		}
 	} else if err != nil {
@@ -91,7 +97,20 @@ func Status(ctx context.Context, databaseURL string, l layout.Layout) (*StatusRe
 			}
 		}
 	}
+	if in.version != nil {
+		res.VersionSchema = in.version.versionSchema
+	}
+	phase := ""
+	if in.version != nil {
+		phase, _, _ = strings.Cut(in.version.step, " ")
+	}
 	switch {
+	case res.Direction == "up" && phase == "expand" && len(res.UpRefusals) == 0:
+		res.Next = "run up --expand again to finish it (up migrates all the way), or down to roll it back"
+	case res.Direction == "up" && phase == "contract":
+		res.Next = "run up --contract again to finish it"
+	case res.State == Expanded && len(res.UpRefusals) == 0:
+		res.Next = fmt.Sprintf("deploy the new version with search_path = %s, %s; once no instance of the old version runs, run up to complete (it refuses while the old version writes); or down to roll back", layout.Ident(res.VersionSchema), layout.Ident(r.l.Schema))
 	case len(res.UpRefusals) > 0 && res.Direction == "down":
 		res.Next = "run down again to finish it (up would refuse: run plan to see why)"
 	case len(res.UpRefusals) > 0 && res.State == PartlyMigrated:
@@ -106,6 +125,8 @@ func Status(ctx context.Context, databaseURL string, l layout.Layout) (*StatusRe
 		res.Next = "run up to repair the drift"
 	case res.State == PartlyMigrated:
 		res.Next = "run up to finish the migration, or down to roll it back"
+	case res.State == Migrated && res.VersionSchema != "":
+		res.Next = fmt.Sprintf("complete; once every instance runs the new version, run up --contract to drop the version schema %s (the new version then reads %s through its search_path)", layout.Ident(res.VersionSchema), layout.Ident(r.l.Schema))
 	case res.State == Legacy && in.runtimeLeft():
 		res.Next = "rolled back; down kept runtime data: run down again once it holds nothing, or down --drop-operator-data to drop it now (up migrates again and uses it)"
 	}

@@ -26,6 +26,24 @@ func Up(ctx context.Context, databaseURL string, l layout.Layout, opts Options) 
 		return nil, err
 	}
 	defer r.close()
+	if r.opts.Contract {
+		steps, err := r.contractSteps(in)
+		if err != nil || steps == nil {
+			rep.After = rep.Before
+			return rep, err
+		}
+		after, err := r.run(ctx, steps, rep, start)
+		if after != nil && after.version != nil {
+			rep.Saved = after.version.saved
+		}
+		if err == nil {
+			r.printf("%s\n", rep.Summary())
+		}
+		return rep, err
+	}
+	if r.opts.Expand && !in.needsCutover() && rep.Before != Expanded {
+		r.printf("the cutover is done already: nothing to expand; up goes on as without --expand\n")
+	}
 	drift := in.drift()
 	if rep.Before == Migrated && len(drift) == 0 {
 		rep.After = Migrated
@@ -39,6 +57,15 @@ func Up(ctx context.Context, databaseURL string, l layout.Layout, opts Options) 
 	steps, err := upSteps(in, r.opts)
 	if err != nil {
 		return nil, err
+	}
+	if expanding(in, r.opts) {
+		r.phase = "expand"
+		if expandedNothingToDo(in, steps) {
+			rep.After = Expanded
+			r.printf("already expanded (version schema %s); nothing to do. Deploy the new version with search_path = %s, %s; once no old version runs, run up to complete\n",
+				layout.Ident(in.vs.name), layout.Ident(in.vs.name), layout.Ident(in.l.Schema))
+			return rep, nil
+		}
 	}
 	after, err := r.run(ctx, steps, rep, start)
 	if after != nil && after.version != nil {
@@ -81,7 +108,7 @@ func begin(ctx context.Context, databaseURL string, l layout.Layout, opts Option
 func (r *runner) run(ctx context.Context, steps []step, rep *Report, start time.Time) (*inspection, error) {
 	runErr := r.execute(ctx, steps, rep)
 	rep.Duration = time.Since(start)
-	after, err := inspect(ctx, r.conn, r.l)
+	after, err := r.inspect(ctx)
 	if err == nil {
 		rep.After = after.state()
 	}
@@ -154,7 +181,7 @@ func upSteps(in *inspection, opts Options) ([]step, error) {
 		return nil, err
 	}
 	cut := step{name: "cutover: rename " + layout.LegacyKeyColumn + " to " + layout.KeyColumn + ", drop the unique rule", table: strings.Join(d.Tables, ", "),
-		lock: "ACCESS EXCLUSIVE (short)", kind: stepTx, sql: sql, exclusive: d.Tables}
+		lock: "ACCESS EXCLUSIVE (short)", kind: stepTx, sql: sql, exclusive: d.Tables, phase: phaseComplete}
 	if len(d.Renames) > 0 {
 		cut.name += ", rename plain-jobs' 0.37 key indexes to 0007's names"
 	}
@@ -166,6 +193,9 @@ func upSteps(in *inspection, opts Options) ([]step, error) {
 		leftovers, err := plainJobsLeftoverSteps(in)
 		if err != nil {
 			return nil, err
+		}
+		for i := range leftovers {
+			leftovers[i].phase = phaseComplete
 		}
 		steps = append(steps, leftovers...)
 	}
@@ -203,11 +233,14 @@ func upSteps(in *inspection, opts Options) ([]step, error) {
 	if sql, err = render("analyze.up.sql.tmpl", d); err != nil {
 		return nil, err
 	}
-	steps = append(steps, step{name: "analyze", table: strings.Join(d.Tables, ", "), lock: "SHARE UPDATE EXCLUSIVE (writers go on)", kind: stepPlain, sql: sql})
+	steps = append(steps, step{name: "analyze", table: strings.Join(d.Tables, ", "), lock: "SHARE UPDATE EXCLUSIVE (writers go on)", kind: stepPlain, sql: sql, phase: phaseAnalyze})
 	if sql, err = render("finish.up.sql.tmpl", d); err != nil {
 		return nil, err
 	}
-	steps = append(steps, step{name: "record migrated", table: l.Table(layout.VersionTable), lock: "none on the queue", kind: stepTx, sql: sql})
+	steps = append(steps, step{name: "record migrated", table: l.Table(layout.VersionTable), lock: "none on the queue", kind: stepTx, sql: sql, phase: phaseFinish})
+	if expanding(in, opts) {
+		return expandSteps(in, steps), nil
+	}
 	return steps, nil
 }
 
@@ -232,8 +265,6 @@ func (in *inspection) needsCutover() bool {
 	return false
 }
 
-// preflight inspects the database read-only and returns its findings; any
-// fatal one becomes a *PreflightError (or *NotFoundError).
 // readOnly returns a fatal finding of kind "read_only" when the session
 // cannot write: a standby in recovery, or default_transaction_read_only
 // (set on the server, the database or the role). Up and down would fail at
@@ -257,8 +288,10 @@ func readOnly(ctx context.Context, q *pgx.Conn, direction string) (*Finding, err
 	return nil, nil
 }
 
+// preflight inspects the database read-only and returns its findings; any
+// fatal one becomes a *PreflightError (or *NotFoundError).
 func (r *runner) preflight(ctx context.Context, direction string) (*inspection, []Finding, error) {
-	in, err := inspect(ctx, r.conn, r.l)
+	in, err := r.inspect(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -308,12 +341,19 @@ func (r *runner) preflight(ctx context.Context, direction string) (*inspection, 
 			fs = append(fs, *ro)
 		}
 	}
-	if !hasFatal(fs) && (direction == "up" || direction == "down") {
+	if !hasFatal(fs) && (direction == "up" || direction == "down") && !(direction == "up" && r.opts.Contract) {
 		deps, err := r.dependentFindings(ctx, in, direction)
 		if err != nil {
 			return nil, nil, err
 		}
 		fs = append(fs, deps...)
+	}
+	if !hasFatal(fs) && (direction == "up" || direction == "down") {
+		vsf, err := r.versionSchemaFindings(ctx, in, direction)
+		if err != nil {
+			return nil, nil, err
+		}
+		fs = append(fs, vsf...)
 	}
 	if in.version != nil && in.version.state != "migrated" {
 		stopped := in.stoppedRun()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/migrate-unique/migrate-unique/analyzer"
+	"github.com/migrate-unique/migrate-unique/analyzer/load"
 	"github.com/migrate-unique/migrate-unique/rewrite"
 )
 
@@ -28,6 +30,7 @@ func TestMigrateJobModules(t *testing.T) {
 	}{
 		{archive: "jobs.txtar", tags: []string{"integration"}},
 		{archive: "external_unimported.txtar"},
+		{archive: "usedas_third.txtar"},
 		{archive: "interface.txtar", cfg: analyzer.Config{
 			Interfaces: []string{"example.com/mod/queue.Task"},
 			Renames: map[string]string{
@@ -70,6 +73,26 @@ func TestMigrateJobModules(t *testing.T) {
 			sort.Strings(gotHuman)
 			if strings.Join(gotHuman, " ") != strings.Join(m.human, " ") {
 				t.Errorf("categories left for a human: %q, want %q", gotHuman, m.human)
+			}
+			// lint reports exactly what rewrite does: the same findings,
+			// each with a fix exactly when rewrite applies one.
+			if len(tc.tags) == 0 {
+				found, err := load.Lint(ctx, load.Config{Dir: opts.Dir, Env: opts.Env, Tests: true}, []string{"./..."}, tc.cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var lint, planned []string
+				for _, f := range found {
+					lint = append(lint, fmt.Sprintf("%s [%s] %s fix=%v", f.Position, f.Code, f.Message, f.Fixable))
+				}
+				for _, f := range res.Findings {
+					planned = append(planned, fmt.Sprintf("%s [%s] %s fix=%v", f.Position, f.Category, f.Message, f.Fixed))
+				}
+				sort.Strings(lint)
+				sort.Strings(planned)
+				if strings.Join(lint, "\n") != strings.Join(planned, "\n") {
+					t.Errorf("lint and rewrite disagree:\n--- lint:\n%s\n--- rewrite:\n%s", strings.Join(lint, "\n"), strings.Join(planned, "\n"))
+				}
 			}
 			var diff, summary bytes.Buffer
 			if err := res.Diff(&diff); err != nil {

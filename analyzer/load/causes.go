@@ -65,15 +65,20 @@ func Causes(pkgs []*packages.Package, dir string) []string {
 		// type check, and as the compiler's output (a "# path" block) from
 		// the go command building its export data. The type check's are
 		// kept.
+		// A type check that only met follow-ons (cgo that did not run:
+		// `could not import C`) leaves the compiler's block as the cause.
 		typeErrors := false
 		for _, e := range pkg.Errors {
-			typeErrors = typeErrors || e.Kind == packages.TypeError || e.Kind == packages.ParseError
+			typeErrors = typeErrors || (e.Kind == packages.TypeError || e.Kind == packages.ParseError) && !isFollowOn(e.Msg)
 		}
 		for _, e := range pkg.Errors {
 			if typeErrors && e.Kind == packages.ListError && strings.HasPrefix(e.Msg, "# ") {
 				continue
 			}
 			msg := e.Msg
+			if e.Kind == packages.ListError && strings.HasPrefix(msg, "# ") {
+				msg = compilerErrors(msg)
+			}
 			pos := shortPos(e.Pos, dir)
 			text := msg
 			if pos != "" && pos != "-" {
@@ -132,6 +137,27 @@ func Causes(pkgs []*packages.Package, dir string) []string {
 	}
 	return out
 }
+
+// compilerErrors keeps, of the go command's copy of a failed build ("#
+// path", then the compiler's or cgo's output), the error lines, without the
+// quoted source and the carets under it: "p/p.go:3:11: fatal error:
+// olm/olm.h: No such file or directory", as go vet shows it.
+func compilerErrors(block string) string {
+	var keep []string
+	for _, line := range strings.Split(block, "\n")[1:] {
+		if errorLine.MatchString(line) {
+			keep = append(keep, strings.TrimSpace(line))
+		}
+	}
+	if len(keep) == 0 {
+		return strings.TrimSpace(strings.TrimPrefix(block, "#"))
+	}
+	return strings.Join(keep, "; ")
+}
+
+// errorLine matches a compiler error line, "file:line:col: message" or
+// "file:line: message".
+var errorLine = regexp.MustCompile(`^[^\s:][^:]*:\d+(:\d+)?: `)
 
 // isFollowOn reports whether a load error only says that an import failed,
 // which the imported package's own error explains.

@@ -10,6 +10,8 @@ import (
 	"golang.org/x/tools/go/analysis"
 	"golang.org/x/tools/go/gcexportdata"
 	"golang.org/x/tools/go/packages"
+
+	"github.com/migrate-unique/migrate-unique/analyzer"
 )
 
 // analyzeLean is the analysis at the cost of go vet (see the package
@@ -59,31 +61,48 @@ func (pr *Program) analyzeLean(program func([]*packages.Package) (*analysis.Anal
 		return nil, false, err
 	}
 
-	// Each package in full, analysed, dropped.
+	// Each package in full, analysed, dropped; again when the analysis
+	// revised the job model (analyzer.Revise).
+	for {
+		if results, ok = pr.analyseEach(a, all, source, needTypes, reset); !ok {
+			return nil, false, nil
+		}
+		next, again := analyzer.Revise(a)
+		if !again {
+			break
+		}
+		a = next
+	}
+	pr.analysed = true
+	return results, true, nil
+}
+
+// analyseEach type-checks each package in full, analyses it and drops its
+// syntax and types.Info, dependencies first.
+func (pr *Program) analyseEach(a *analysis.Analyzer, all []*packages.Package, source, needTypes map[*packages.Package]bool, reset func()) (results []Result, ok bool) {
 	reset()
 	facts := newFactStore()
 	for _, p := range all {
 		switch {
 		case source[p]:
 			if !checkSource(p, true) {
-				return nil, false, nil
+				return nil, false
 			}
 		case needTypes[p]:
 			if readExport(p) != nil {
-				return nil, false, nil
+				return nil, false
 			}
 		}
 		diags, err := facts.analyse(a, p)
 		if err != nil {
-			return nil, false, nil
+			return nil, false
 		}
 		if pr.named[p] {
 			results = append(results, Result{p, diags})
 		}
 		p.Syntax, p.TypesInfo = nil, nil
 	}
-	pr.analysed = true
-	return results, true, nil
+	return results, true
 }
 
 // leanRoots returns, of the packages the go command listed, the ones to

@@ -281,6 +281,16 @@ func (p *Program) analyzeFull(program func([]*packages.Package) (*analysis.Analy
 	if err != nil {
 		return nil, fmt.Errorf("run analyzer %s: %w", a.Name, err)
 	}
+	for {
+		next, again := analyzer.Revise(a)
+		if !again {
+			break
+		}
+		a = next
+		if graph, err = checker.Analyze([]*analysis.Analyzer{a}, p.roots, nil); err != nil {
+			return nil, fmt.Errorf("run analyzer %s: %w", a.Name, err)
+		}
+	}
 	var results []Result
 	for _, act := range graph.Roots {
 		if !p.named[act.Package] {

@@ -31,6 +31,13 @@ type migrateFlags struct {
 	summary          *bool
 	down             *bool
 	dropOperatorData *bool
+	// Rolling deploys (up, plan): expand, contract, versionSchema, force,
+	// oldAppName; (down) drain, drainTimeout. nil where the command has none.
+	expand, contract, force *bool
+	versionSchema           *string
+	oldAppName              *string
+	drain                   *bool
+	drainTimeout            *time.Duration
 }
 
 func parseMigrateFlags(e *env, name, usage string, args []string, run bool) (*migrateFlags, error) {
@@ -42,6 +49,17 @@ func parseMigrateFlags(e *env, name, usage string, args []string, run bool) (*mi
 	case "plan":
 		f.summary = fs.Bool("summary", false, "one line a step (no SQL)")
 		f.down = fs.Bool("down", false, "plan down instead of up: down's preflight, its duplicate scan and its steps (exit 1 when down would refuse)")
+	}
+	if name == "up" || name == "plan" {
+		f.expand = fs.Bool("expand", false, "rolling deploy, phase 1: only what the old application version lives with (counting indexes, runtime tables and grants, skip-metadata column) and the version schema of views showing concurrency_key; up without it then completes (docs/migration.md, Rolling deploys)")
+		f.contract = fs.Bool("contract", false, "rolling deploy, last phase: drop the version schema of a migrated layout once every instance runs the new version")
+		f.versionSchema = fs.String("version-schema", "", "name of the version schema up --expand creates (default <schema>_concurrency); the new version sets search_path = <version schema>, <schema>")
+		f.force = fs.Bool("force", false, "complete an expanded layout even while sessions of the old application version still write (their next statement naming unique_key fails)")
+		f.oldAppName = fs.String("old-app-name", "", "application_name of the old application version's sessions: complete refuses while any is connected, whatever it last ran")
+	}
+	if name == "down" {
+		f.drain = fs.Bool("drain", false, "before rolling back, set each group the old unique rule would not allow to limit 1 (an override) and wait for its extra jobs to finish; the overrides are restored after the rollback, or when it gives up")
+		f.drainTimeout = fs.Duration("drain-timeout", migrations.DefaultDrainTimeout, "longest wait of --drain for the extra jobs to finish")
 	}
 	if name == "down" || name == "plan" {
 		f.dropOperatorData = fs.Bool("drop-operator-data", false, "drop the runtime's tables and the skip-metadata column even while they hold operator data (limit overrides, class pauses, live slot leases, skip metadata), instead of keeping them; also on a layout an earlier down already rolled back (plan: with --down)")
@@ -59,6 +77,21 @@ func parseMigrateFlags(e *env, name, usage string, args []string, run bool) (*mi
 	}
 	if f.down != nil && !*f.down && *f.dropOperatorData {
 		return nil, &exitError{code: 2, err: fmt.Errorf("--drop-operator-data is a flag of down: give plan --down --drop-operator-data to plan that down")}
+	}
+	if f.expand != nil && *f.expand && *f.contract {
+		return nil, &exitError{code: 2, err: fmt.Errorf("--expand and --contract are two phases: give one of them (up --expand, deploy, up, then up --contract)")}
+	}
+	if f.expand != nil && *f.contract && (*f.force || *f.oldAppName != "") {
+		return nil, &exitError{code: 2, err: fmt.Errorf("--force and --old-app-name are flags of the complete phase (up without --expand or --contract)")}
+	}
+	if f.expand != nil && f.down != nil && *f.down && (*f.expand || *f.contract) {
+		return nil, &exitError{code: 2, err: fmt.Errorf("--expand and --contract plan up's phases: leave out --down")}
+	}
+	if f.versionSchema != nil && *f.versionSchema != "" && len(*f.versionSchema) > 63 {
+		return nil, &exitError{code: 2, err: fmt.Errorf("--version-schema %q: longer than PostgreSQL's 63 bytes", *f.versionSchema)}
+	}
+	if f.drainTimeout != nil && *f.drainTimeout <= 0 {
+		return nil, &exitError{code: 2, err: fmt.Errorf("--drain-timeout %s: must be positive, e.g. 10m", *f.drainTimeout)}
 	}
 	if run {
 		if *f.lockTimeout <= 0 {
@@ -91,6 +124,12 @@ func (f *migrateFlags) options(e *env) migrations.Options {
 		BeforeStep: beforeStep, ProgressEvery: progressEvery}
 	if f.dropOperatorData != nil {
 		o.DropOperatorData = *f.dropOperatorData
+	}
+	if f.expand != nil {
+		o.Expand, o.Contract, o.Force, o.VersionSchema, o.OldAppName = *f.expand, *f.contract, *f.force, *f.versionSchema, *f.oldAppName
+	}
+	if f.drain != nil {
+		o.Drain, o.DrainTimeout = *f.drain, *f.drainTimeout
 	}
 	if *f.json {
 		o.Out = nil

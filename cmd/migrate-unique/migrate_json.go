@@ -71,6 +71,9 @@ type planStepJSON struct {
 	Bytes       int64  `json:"bytes"`
 	Skip        string `json:"skip"`
 	SQL         string `json:"sql"`
+	// Phase is "expand" or "complete" for a step of up (docs/migration.md,
+	// "Rolling deploys"), "" for down and up --contract.
+	Phase string `json:"phase"`
 }
 
 func planJSONOf(direction, url string, l layout.Resolved, p *migrations.PlanResult, fatal bool) planJSON {
@@ -89,7 +92,7 @@ func planJSONOf(direction, url string, l layout.Resolved, p *migrations.PlanResu
 			sql = ""
 		}
 		out.Steps = append(out.Steps, planStepJSON{Number: s.Number, Name: s.Name, Table: s.Table, Lock: s.Lock, Execution: ex,
-			Rows: s.Rows, RowsUnknown: s.RowsUnknown, Bytes: s.Bytes, Skip: s.Skip, SQL: sql})
+			Rows: s.Rows, RowsUnknown: s.RowsUnknown, Bytes: s.Bytes, Skip: s.Skip, SQL: sql, Phase: s.Phase})
 	}
 	return out
 }
@@ -205,6 +208,8 @@ type statusJSONResult struct {
 	// UpRefusals lists why up would refuse (what depends on the key
 	// column); plan shows them as findings.
 	UpRefusals []string `json:"up_refusals"`
+	// VersionSchema is the version schema up --expand made, or null.
+	VersionSchema *string `json:"version_schema"`
 }
 
 type runLockJSON struct {
@@ -264,6 +269,9 @@ func statusJSONOf(url string, l layout.Resolved, st *migrations.StatusResult) st
 	}
 	if st.Saved != nil {
 		out.Saved = st.Saved
+	}
+	if st.VersionSchema != "" {
+		out.VersionSchema = &st.VersionSchema
 	}
 	if st.InvalidIndexes != nil {
 		out.InvalidIndexes = st.InvalidIndexes

@@ -10,6 +10,10 @@
 //     (initdb and pg_ctl on PATH or under /usr/lib/postgresql/*/bin), run as
 //     the postgres OS user when the process is root, listening only on a unix
 //     socket in a temporary directory, and stopped when done.
+//
+// $MIGRATE_UNIQUE_TEST_PG_BIN (a bin directory) or
+// $MIGRATE_UNIQUE_TEST_PG_VERSION (13, 13.23: fetched by FetchServer) skip
+// the search: the tests run on a throwaway cluster of those binaries.
 package testdb
 
 import (
@@ -40,6 +44,14 @@ const (
 	EnvURL = "MIGRATE_UNIQUE_TEST_DATABASE_URL"
 	// EnvLocalURL overrides the address of the local server tried second.
 	EnvLocalURL = "MIGRATE_UNIQUE_TEST_LOCAL_URL"
+	// EnvPGBin names a directory of server binaries (initdb, pg_ctl,
+	// postgres) to run the tests on, in a throwaway cluster, instead of
+	// looking for a server.
+	EnvPGBin = "MIGRATE_UNIQUE_TEST_PG_BIN"
+	// EnvPGVersion names a PostgreSQL version (13, 13.23, or a version of
+	// ServerPackage) to run the tests on, in a throwaway cluster of the
+	// binaries FetchServer downloads, instead of looking for a server.
+	EnvPGVersion = "MIGRATE_UNIQUE_TEST_PG_VERSION"
 )
 
 // DefaultLocalURL is the local server tried when EnvURL is not set.
@@ -68,21 +80,46 @@ type Server struct {
 	logger func(format string, args ...any)
 
 	pruneOnce sync.Once // PruneTemplates, once per process
+
+	versionMu sync.Mutex
+	version   Version // ServerVersion's answer
 }
 
-// Finder looks for a server. The zero value uses the environment and the
-// defaults; tests set its fields to exercise each path.
+// Finder looks for a server. Its fields are taken as they are (an empty
+// EnvURL is no URL); FromEnvironment fills them from the environment, as
+// the tests and the demo use it.
 type Finder struct {
-	// EnvURL is used instead of $MIGRATE_UNIQUE_TEST_DATABASE_URL when set.
+	// EnvURL is a server to use instead of looking for one
+	// ($MIGRATE_UNIQUE_TEST_DATABASE_URL in FromEnvironment). "": none.
 	EnvURL string
-	// LocalURL is used instead of $MIGRATE_UNIQUE_TEST_LOCAL_URL or
-	// DefaultLocalURL when set.
+	// LocalURL is the local server tried when EnvURL is empty
+	// ($MIGRATE_UNIQUE_TEST_LOCAL_URL in FromEnvironment). "":
+	// DefaultLocalURL.
 	LocalURL string
 	// BinDirs, when not nil, are the only directories searched for initdb
 	// and pg_ctl (nil: PATH, then /usr/lib/postgresql/*/bin).
 	BinDirs []string
+	// BinDir, when set, makes Find start a throwaway cluster from the
+	// server binaries in this directory instead of looking for a server
+	// ($MIGRATE_UNIQUE_TEST_PG_BIN in FromEnvironment).
+	BinDir string
+	// Version, when set, makes Find start a throwaway cluster of this
+	// PostgreSQL version, fetched by FetchServer, instead of looking for a
+	// server ($MIGRATE_UNIQUE_TEST_PG_VERSION in FromEnvironment).
+	Version string
 	// Logf receives progress lines (nil: silent).
 	Logf func(format string, args ...any)
+}
+
+// FromEnvironment returns the Finder the environment describes: EnvURL,
+// LocalURL, BinDir and Version from their variables.
+func FromEnvironment() Finder {
+	return Finder{
+		EnvURL:   os.Getenv(EnvURL),
+		LocalURL: os.Getenv(EnvLocalURL),
+		BinDir:   os.Getenv(EnvPGBin),
+		Version:  os.Getenv(EnvPGVersion),
+	}
 }
 
 // ErrNoServer is wrapped by Find when no server could be found or started.
@@ -90,20 +127,30 @@ var ErrNoServer = errors.New("no PostgreSQL server for the tests")
 
 // Find returns the first server that works, in the order of the package doc.
 func (f Finder) Find(ctx context.Context) (*Server, error) {
-	envURL := f.EnvURL
-	if envURL == "" {
-		envURL = os.Getenv(EnvURL)
-	}
-	if envURL != "" {
-		if err := ping(ctx, envURL); err != nil {
-			return nil, fmt.Errorf("%w: %s=%s does not connect: %v; fix the URL or unset it to use a local server", ErrNoServer, EnvURL, pgurl.Redact(envURL), err)
+	if f.BinDir != "" || f.Version != "" {
+		chosen := EnvPGBin + "=" + f.BinDir
+		if f.Version != "" {
+			chosen = EnvPGVersion + "=" + f.Version
 		}
-		return &Server{URL: envURL, Source: SourceEnv}, nil
+		if f.BinDir != "" && f.Version != "" {
+			return nil, fmt.Errorf("%w: both %s=%s and %s=%s are set: unset one", ErrNoServer, EnvPGBin, f.BinDir, EnvPGVersion, f.Version)
+		}
+		if f.EnvURL != "" {
+			return nil, fmt.Errorf("%w: both %s and %s are set: the tests run either on a given server or on a throwaway cluster of chosen binaries; unset one", ErrNoServer, EnvURL, chosen)
+		}
+		srv, err := f.StartThrowaway(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s: %v", ErrNoServer, chosen, err)
+		}
+		return srv, nil
+	}
+	if f.EnvURL != "" {
+		if err := ping(ctx, f.EnvURL); err != nil {
+			return nil, fmt.Errorf("%w: %s=%s does not connect: %v; fix the URL or unset it to use a local server", ErrNoServer, EnvURL, pgurl.Redact(f.EnvURL), err)
+		}
+		return &Server{URL: f.EnvURL, Source: SourceEnv}, nil
 	}
 	localURL := f.LocalURL
-	if localURL == "" {
-		localURL = os.Getenv(EnvLocalURL)
-	}
 	if localURL == "" {
 		localURL = DefaultLocalURL
 	}
@@ -146,10 +193,20 @@ func ping(ctx context.Context, u string) error {
 	return conn.Ping(ctx)
 }
 
-// binaries finds initdb and pg_ctl.
-func (f Finder) binaries() (initdb, pgCtl string, err error) {
+// binaries finds initdb and pg_ctl: in BinDir, in Version's fetched
+// binaries, or searched for.
+func (f Finder) binaries(ctx context.Context) (initdb, pgCtl string, err error) {
 	dirs := f.BinDirs
-	if dirs == nil {
+	switch {
+	case f.BinDir != "":
+		dirs = []string{f.BinDir}
+	case f.Version != "":
+		dir, err := FetchServer(ctx, f.Version, f.Logf)
+		if err != nil {
+			return "", "", err
+		}
+		dirs = []string{dir}
+	case dirs == nil:
 		if i, e1 := exec.LookPath("initdb"); e1 == nil {
 			if p, e2 := exec.LookPath("pg_ctl"); e2 == nil {
 				return i, p, nil
@@ -164,6 +221,9 @@ func (f Finder) binaries() (initdb, pgCtl string, err error) {
 		if isExecutable(i) && isExecutable(p) {
 			return i, p, nil
 		}
+	}
+	if f.BinDir != "" || f.Version != "" {
+		return "", "", fmt.Errorf("no PostgreSQL server binaries (initdb, pg_ctl) in %s", dirs[0])
 	}
 	return "", "", errors.New("no PostgreSQL server binaries (initdb, pg_ctl) on PATH or under /usr/lib/postgresql/*/bin")
 }
@@ -181,7 +241,7 @@ func isExecutable(p string) bool {
 // StartThrowaway initialises and starts a cluster in a new temporary
 // directory. Stop removes it.
 func (f Finder) StartThrowaway(ctx context.Context) (*Server, error) {
-	initdb, pgCtl, err := f.binaries()
+	initdb, pgCtl, err := f.binaries(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -207,6 +267,18 @@ func (f Finder) StartThrowaway(ctx context.Context) (*Server, error) {
 			return nil, s.fail(err)
 		}
 	}
+	if s.runAs != nil {
+		// The server's OS user may not be able to enter the binaries'
+		// directory (root's cache under /root): it runs a linked copy.
+		if _, err := s.run(ctx, initdb, "--version"); err != nil {
+			staged := filepath.Join(s.dir, "pg")
+			if err := stageCopy(filepath.Dir(filepath.Dir(initdb)), staged); err != nil {
+				return nil, s.fail(fmt.Errorf("copy the server binaries for the postgres OS user: %w", err))
+			}
+			initdb, s.pgCtl = filepath.Join(staged, "bin", "initdb"), filepath.Join(staged, "bin", "pg_ctl")
+			pgCtl = s.pgCtl
+		}
+	}
 	data := filepath.Join(s.dir, "data")
 	s.logf("starting a throwaway PostgreSQL cluster in %s", s.dir)
 	if out, err := s.run(ctx, initdb, "-D", data, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-sync"); err != nil {
@@ -222,7 +294,54 @@ func (f Finder) StartThrowaway(ctx context.Context) (*Server, error) {
 	if err := ping(ctx, s.URL); err != nil {
 		return nil, s.fail(fmt.Errorf("throwaway cluster started but does not answer: %w", err))
 	}
+	v, err := s.ServerVersion(ctx)
+	if err != nil {
+		return nil, s.fail(err)
+	}
+	if f.Version != "" && !matches(v.String(), serverOf(f.Version)) {
+		return nil, s.fail(fmt.Errorf("asked for PostgreSQL %s, the binaries run %s", f.Version, v))
+	}
+	s.logf("PostgreSQL %s runs in the throwaway cluster", v)
 	return s, nil
+}
+
+// Version is a server's version.
+type Version struct {
+	// Num is server_version_num: 130023 for 13.23, 180004 for 18.4.
+	Num int
+}
+
+// Major is the major version: 13, 14, ...
+func (v Version) Major() int { return v.Num / 10000 }
+
+// String is the version as PostgreSQL prints it: 13.23, 18.4.
+func (v Version) String() string {
+	if v.Num == 0 {
+		return "(unknown)"
+	}
+	return fmt.Sprintf("%d.%d", v.Num/10000, v.Num%10000)
+}
+
+// ServerVersion asks the server its version, once.
+func (s *Server) ServerVersion(ctx context.Context) (Version, error) {
+	s.versionMu.Lock()
+	defer s.versionMu.Unlock()
+	if s.version.Num != 0 {
+		return s.version, nil
+	}
+	err := s.admin(ctx, func(conn *pgx.Conn) error {
+		var num string
+		if err := conn.QueryRow(ctx, "SELECT pg_catalog.current_setting('server_version_num')").Scan(&num); err != nil {
+			return err
+		}
+		n, err := strconv.Atoi(num)
+		s.version.Num = n
+		return err
+	})
+	if err != nil {
+		return Version{}, fmt.Errorf("server version of %s: %w", s.Describe(), err)
+	}
+	return s.version, nil
 }
 
 func (s *Server) logf(format string, args ...any) {

@@ -134,15 +134,17 @@ func TestNoServerAndNoBinariesSaysWhatToInstall(t *testing.T) {
 	}
 }
 
-// TestThrowawayCluster starts a cluster from the installed binaries whatever
-// else is available, so that path is exercised on every run.
+// TestThrowawayCluster starts a cluster from the installed binaries (or
+// those $MIGRATE_UNIQUE_TEST_PG_BIN or $MIGRATE_UNIQUE_TEST_PG_VERSION
+// choose) whatever else is available, so that path is exercised on every
+// run.
 func TestThrowawayCluster(t *testing.T) {
 	t.Parallel()
-	srv, err := testdb.Finder{
-		EnvURL:   "",
-		LocalURL: "postgres://postgres@127.0.0.1:1/postgres?connect_timeout=2",
-		Logf:     t.Logf,
-	}.Find(t.Context())
+	f := testdb.FromEnvironment()
+	f.EnvURL = ""
+	f.LocalURL = "postgres://postgres@127.0.0.1:1/postgres?connect_timeout=2"
+	f.Logf = t.Logf
+	srv, err := f.Find(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,11 +30,11 @@ var functionsCheck = Check{Kind: "functions", Run: func(ctx context.Context, q Q
 	}
 	// Text bodies only: a SQL-standard body (prosqlbody, from 14 on) is
 	// parsed and carried (atomic.go).
-	textBody := "true"
+	textBody, atomic := "true", false
 	if v, err := serverVersion(ctx, q); err != nil {
 		return nil, err
 	} else if v >= 140000 {
-		textBody = "p.prosqlbody IS NULL"
+		textBody, atomic = "p.prosqlbody IS NULL", true
 	}
 	return query(ctx, q, t, `WITH `+queueColumns+`,
 trig AS (
@@ -64,7 +64,7 @@ ORDER BY 1, 2, 3`, func(rows pgx.Rows) (Finding, error) {
 		if err := rows.Scan(&schema, &name, &args, &kind, &src, &triggers, &comment, &rowTypes); err != nil {
 			return Finding{}, err
 		}
-		f := bodyFinding(t, schema, name, args, kind, src, triggers, rowTypes)
+		f := bodyFinding(t, schema, name, args, kind, src, triggers, rowTypes, atomic)
 		if m := ignoreRE.FindStringSubmatch(comment); m != nil && f.Outcome == Refused {
 			f.Outcome = Ignored
 			f.Message = fmt.Sprintf("%s %s names %s in its body, but its comment says %q: not refused; it is yours to make it work after %s renames the column to %s",
@@ -79,8 +79,10 @@ ORDER BY 1, 2, 3`, func(rows pgx.Rows) (Finding, error) {
 var ignoreRE = regexp.MustCompile(`migrate-unique:ignore[ \t]+[^ \t\n][^\n]*`)
 
 // bodyFinding decides over one function whose body mentions the column.
-// rowTypes lists the queue tables whose row type it takes or returns.
-func bodyFinding(t Target, schema, name, args, kind, src string, triggers, rowTypes []string) Finding {
+// rowTypes lists the queue tables whose row type it takes or returns;
+// atomic says the server has SQL-standard bodies (14 and later), the
+// rewrite the advice offers first.
+func bodyFinding(t Target, schema, name, args, kind, src string, triggers, rowTypes []string, atomic bool) Finding {
 	ts := tokens(src)
 	what := map[string]string{"p": "procedure"}[kind]
 	if what == "" {
@@ -106,10 +108,14 @@ func bodyFinding(t Target, schema, name, args, kind, src string, triggers, rowTy
 			what, object, safe(strings.Join(triggers, ", ")), t.Column, t.direction(), t.Rename, t.Column,
 			t.direction(), t.Rename, t.Column, t.Rename, t.Column, t.Rename, t.direction())
 	case len(tables) > 0:
+		rewrite := "rewrite it as a SQL-standard body (BEGIN ATOMIC ... END, which PostgreSQL rewrites on the rename) or without naming the column"
+		if !atomic { // no SQL-standard bodies before 14
+			rewrite = "rewrite it without naming the column"
+		}
 		f.Outcome = Refused
 		f.Message = fmt.Sprintf("%s %s reads the queue table %s and names %s in its body, which PostgreSQL stores as text and does not rewrite: after %s renames the column to %s, every call fails (column \"%s\" does not exist). "+
-			"Before %s, rewrite it as a SQL-standard body (BEGIN ATOMIC ... END, which PostgreSQL rewrites on the rename) or without naming the column, or drop it and create it again naming %s right after %s",
-			what, object, strings.Join(tables, ", "), t.Column, t.direction(), t.Rename, t.Column, t.direction(), t.Rename, t.direction())
+			"Before %s, %s, or drop it and create it again naming %s right after %s",
+			what, object, strings.Join(tables, ", "), t.Column, t.direction(), t.Rename, t.Column, t.direction(), rewrite, t.Rename, t.direction())
 	default:
 		return Finding{}
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/migrate-unique/migrate-unique/internal/testdb"
 	"github.com/migrate-unique/migrate-unique/migrations"
 	"github.com/migrate-unique/migrate-unique/testdata/legacy"
 )
@@ -47,8 +48,13 @@ DECLARE n bigint;
 BEGIN EXECUTE 'SELECT count(*) FROM jobs WHERE unique_key = $1' INTO n USING k; RETURN n; END $$;`,
 	} {
 		t.Run(name, func(t *testing.T) {
+			// The advice offers a SQL-standard body only where there is one.
+			advice := "BEGIN ATOMIC"
+			if testdb.Major(t) < 14 {
+				advice = "rewrite it without naming the column"
+			}
 			url := queue(t, legacy.SingleTable, setup)
-			expectRefused(t, url, legacy.SingleTable, `reads the queue table "public"."jobs" and names unique_key`, "BEGIN ATOMIC")
+			expectRefused(t, url, legacy.SingleTable, `reads the queue table "public"."jobs" and names unique_key`, advice)
 		})
 	}
 }

@@ -93,7 +93,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	d := &demo{o: o, out: o.Out, l: legacy.PlainJobs.Resolved}
 	fmt.Fprintf(d.out, "migrate-unique demo: a legacy plain-jobs queue migrated to concurrency keys and limits, and back.\n\n")
 
-	db, err := openDatabase(ctx, o.DatabaseURL, testdb.Finder{}, d.out)
+	db, err := openDatabase(ctx, o.DatabaseURL, testdb.FromEnvironment(), d.out)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,365 @@
+package migrations_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/migrate-unique/migrate-unique/internal/testdb"
+	"github.com/migrate-unique/migrate-unique/layout"
+	"github.com/migrate-unique/migrate-unique/migrations"
+	"github.com/migrate-unique/migrate-unique/testdata/legacy"
+)
+
+// enqueueSQL is, per legacy schema, an INSERT of one pending job naming the
+// key column %s, with the class $1 and the key $2, the table unqualified
+// (resolved through the session's search_path, as applications write it).
+var enqueueSQL = map[string]string{
+	"plainjobs": `INSERT INTO plainjobs_jobrequest (created_at, uuid, job_class, parameters, priority, source, queue, retries, retry_attempt, %s, start_at)
+VALUES (now(), gen_random_uuid(), $1, '{}', 0, '', 'default', 0, 0, $2, NULL)`,
+	"teamqueue":   `INSERT INTO "JobRequests" (kind, %s) VALUES ($1, $2)`,
+	"singletable": `INSERT INTO jobs (job_type, %s) VALUES ($1, $2)`,
+}
+
+// selectSQL reads the key of the pending jobs of class $1 naming the key
+// column %s.
+var selectSQL = map[string]string{
+	"plainjobs":   `SELECT count(*) FROM plainjobs_jobrequest WHERE job_class = $1 AND %[1]s = $2 AND %[1]s IS NOT NULL`,
+	"teamqueue":   `SELECT count(*) FROM "JobRequests" WHERE kind = $1 AND %[1]s = $2 AND %[1]s IS NOT NULL`,
+	"singletable": `SELECT count(*) FROM jobs WHERE job_type = $1 AND %[1]s = $2 AND %[1]s IS NOT NULL`,
+}
+
+// sessionOn connects with the given search_path and application_name.
+func sessionOn(t *testing.T, url, app string, searchPath ...string) *pgx.Conn {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sp []string
+	for _, s := range searchPath {
+		sp = append(sp, layout.Ident(s))
+	}
+	cfg.RuntimeParams["search_path"] = strings.Join(sp, ", ")
+	cfg.RuntimeParams["application_name"] = app
+	conn, err := pgx.ConnectConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
+
+func sqlState(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code
+	}
+	return ""
+}
+
+// writer enqueues through conn with its key column name and checks that
+// the old unique rule answers a duplicate with 23505 while it stands.
+type writer struct {
+	t      *testing.T
+	s      legacy.Schema
+	conn   *pgx.Conn
+	column string
+	n      int
+}
+
+func (w *writer) enqueue(unique bool) {
+	w.t.Helper()
+	w.n++
+	key := fmt.Sprintf("%s-%s-%d", w.conn.Config().RuntimeParams["application_name"], w.column, w.n)
+	ctx := context.Background()
+	if _, err := w.conn.Exec(ctx, fmt.Sprintf(enqueueSQL[w.s.Name], w.column), "rolling.deploy", key); err != nil {
+		w.t.Fatalf("%s: enqueue naming %s: %v", w.conn.Config().RuntimeParams["application_name"], w.column, err)
+	}
+	var n int
+	if err := w.conn.QueryRow(ctx, fmt.Sprintf(selectSQL[w.s.Name], w.column), "rolling.deploy", key).Scan(&n); err != nil || n != 1 {
+		w.t.Fatalf("read back naming %s: %d rows, %v", w.column, n, err)
+	}
+	_, err := w.conn.Exec(ctx, fmt.Sprintf(enqueueSQL[w.s.Name], w.column), "rolling.deploy", key)
+	switch {
+	case unique && sqlState(err) != "23505":
+		w.t.Fatalf("a duplicate naming %s while the unique rule stands: %v, want 23505", w.column, err)
+	case !unique && err != nil:
+		w.t.Fatalf("a second job of a group naming %s after the cutover: %v", w.column, err)
+	}
+}
+
+func TestExpandCompleteContractOnEveryLegacyLayout(t *testing.T) {
+	ctx := context.Background()
+	for _, s := range legacy.All {
+		t.Run(s.Name, func(t *testing.T) {
+			url := legacyDB(t, s)
+			vs := migrations.DefaultVersionSchema(s.Resolved.Schema)
+			before := takeSnapshot(t, url, s.Layout)
+			var out strings.Builder
+			rep, err := migrations.Up(ctx, url, s.Layout, migrations.Options{Expand: true, Out: &out})
+			if err != nil {
+				t.Fatalf("up --expand: %v\n%s", err, out.String())
+			}
+			if rep.Before != migrations.Legacy || rep.After != migrations.Expanded || len(rep.Saved) != 0 {
+				t.Fatalf("up --expand: %s -> %s, saved %v; want legacy -> expanded, nothing saved\n%s", rep.Before, rep.After, rep.Saved, out.String())
+			}
+			if rep.LongestLock > 0 && !strings.Contains(rep.LongestLockStep, "skip-metadata") {
+				t.Errorf("up --expand held an exclusive lock in step %q", rep.LongestLockStep)
+			}
+			st, err := migrations.Status(ctx, url, s.Layout)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.State != migrations.Expanded || st.VersionSchema != vs || !strings.Contains(st.Next, "search_path = "+layout.Ident(vs)) {
+				t.Fatalf("status after expand: %s, version schema %q, next %q", st.State, st.VersionSchema, st.Next)
+			}
+			for _, ts := range st.Tables {
+				if ts.KeyColumn != layout.LegacyKeyColumn {
+					t.Fatalf("expand renamed %s's key column", ts.Table)
+				}
+			}
+			mid := takeSnapshot(t, url, s.Layout)
+			for tb, d := range before.digest {
+				if mid.digest[tb] != d {
+					t.Errorf("expand changed the rows of %s", tb)
+				}
+			}
+
+			// The old version: its own SQL on its own search_path, the
+			// unique rule answering as before. The new version's SQL names
+			// concurrency_key through the version schema.
+			old := &writer{t: t, s: s, conn: sessionOn(t, url, "plain-jobs 0.37", s.Resolved.Schema), column: layout.LegacyKeyColumn}
+			neu := &writer{t: t, s: s, conn: sessionOn(t, url, "plain-jobs 0.38", vs, s.Resolved.Schema), column: layout.KeyColumn}
+			old.enqueue(true)
+			neu.enqueue(true)
+
+			again, err := migrations.Up(ctx, url, s.Layout, migrations.Options{Expand: true})
+			if err != nil || again.After != migrations.Expanded || len(again.Steps) != 0 {
+				t.Fatalf("up --expand again: %v, %+v", err, again)
+			}
+
+			// Complete refuses, before any change, while the old version's
+			// session is there, and names it.
+			_, err = migrations.Up(ctx, url, s.Layout, migrations.Options{})
+			var pe *migrations.PreflightError
+			if !errors.As(err, &pe) {
+				t.Fatalf("complete with an old-version session: %v, want a refusal", err)
+			}
+			found := false
+			for _, f := range pe.Findings {
+				found = found || f.Fatal && f.Kind == "old_version_writing" && f.Object == fmt.Sprintf("pid %d", old.conn.PgConn().PID()) && contains(f.Message, `"plain-jobs 0.37"`, layout.LegacyKeyColumn)
+				if f.Fatal && f.Object == fmt.Sprintf("pid %d", neu.conn.PgConn().PID()) {
+					t.Errorf("complete counted the new version's session as the old one: %s", f.Message)
+				}
+			}
+			if !found {
+				t.Fatalf("the refusal does not name the old session (pid %d): %v", old.conn.PgConn().PID(), err)
+			}
+			if st, _ := migrations.Status(ctx, url, s.Layout); st.State != migrations.Expanded {
+				t.Fatalf("the refused complete changed the state to %s", st.State)
+			}
+			// The old version stops; complete goes on.
+			old.conn.Close(ctx)
+			out.Reset()
+			rep, err = migrations.Up(ctx, url, s.Layout, migrations.Options{Out: &out})
+			if err != nil || rep.Before != migrations.Expanded || rep.After != migrations.Migrated || len(rep.Saved) != 1 {
+				t.Fatalf("complete: %v, %+v\n%s", err, rep, out.String())
+			}
+			// The new version goes on through the views (bound to the
+			// renamed column by number), its statements cached before.
+			neu.enqueue(false)
+			direct := &writer{t: t, s: s, conn: sessionOn(t, url, "direct", s.Resolved.Schema), column: layout.KeyColumn}
+			direct.enqueue(false)
+			st, err = migrations.Status(ctx, url, s.Layout)
+			if err != nil || st.State != migrations.Migrated || st.VersionSchema != vs || !strings.Contains(st.Next, "up --contract") {
+				t.Fatalf("status after complete: %v %+v", err, st)
+			}
+
+			rep, err = migrations.Up(ctx, url, s.Layout, migrations.Options{Contract: true})
+			if err != nil || rep.After != migrations.Migrated {
+				t.Fatalf("up --contract: %v %+v", err, rep)
+			}
+			// Its cached statements now resolve to the tables themselves.
+			neu.enqueue(false)
+			var n int
+			if err := neu.conn.QueryRow(ctx, "SELECT count(*) FROM pg_namespace WHERE nspname = $1", vs).Scan(&n); err != nil || n != 0 {
+				t.Fatalf("the version schema is still there after contract: %d, %v", n, err)
+			}
+			if st, err := migrations.Status(ctx, url, s.Layout); err != nil || st.VersionSchema != "" || st.State != migrations.Migrated {
+				t.Fatalf("status after contract: %v %+v", err, st)
+			}
+		})
+	}
+}
+
+// TestDownFromExpandedRestoresTheLegacySchema: down from the expanded
+// state drops what expand added, the version schema with it, and the
+// layout is exactly as before.
+func TestDownFromExpandedRestoresTheLegacySchema(t *testing.T) {
+	ctx := context.Background()
+	for _, s := range legacy.All {
+		t.Run(s.Name, func(t *testing.T) {
+			url := legacyDB(t, s)
+			before := takeSnapshot(t, url, s.Layout)
+			if _, err := migrations.Up(ctx, url, s.Layout, migrations.Options{Expand: true, VersionSchema: "v2 app"}); err != nil {
+				t.Fatal(err)
+			}
+			var out strings.Builder
+			rep, err := migrations.Down(ctx, url, s.Layout, migrations.Options{Out: &out})
+			if err != nil || rep.Before != migrations.Expanded || rep.After != migrations.Legacy {
+				t.Fatalf("down from expanded: %v %+v\n%s", err, rep, out.String())
+			}
+			if d := before.diff(takeSnapshot(t, url, s.Layout)); d != "" {
+				t.Fatalf("down from expanded left a difference:\n%s\n%s", d, out.String())
+			}
+			var n int
+			if err := testdb.Connect(t, url).QueryRow(ctx, "SELECT count(*) FROM pg_namespace WHERE nspname = 'v2 app'").Scan(&n); err != nil || n != 0 {
+				t.Fatalf("the version schema is still there after down: %d, %v", n, err)
+			}
+		})
+	}
+}
+
+// TestDownFromMigratedWithVersionSchema: down after complete rolls back to
+// the legacy schema exactly, the version schema included; the views keep
+// working until down drops them.
+func TestDownFromMigratedWithVersionSchema(t *testing.T) {
+	ctx := context.Background()
+	s := legacy.TeamQueue
+	url := legacyDB(t, s)
+	before := takeSnapshot(t, url, s.Layout)
+	if _, err := migrations.Up(ctx, url, s.Layout, migrations.Options{Expand: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := migrations.Up(ctx, url, s.Layout, migrations.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	rep, err := migrations.Down(ctx, url, s.Layout, migrations.Options{Out: &out})
+	if err != nil || rep.Before != migrations.Migrated || rep.After != migrations.Legacy {
+		t.Fatalf("down: %v %+v\n%s", err, rep, out.String())
+	}
+	if d := before.diff(takeSnapshot(t, url, s.Layout)); d != "" {
+		t.Fatalf("down left a difference:\n%s\n%s", d, out.String())
+	}
+}
+
+// TestCompleteTellsCompatFromTheOldVersion: a session whose statements
+// carry compat's marker is the new version even though they name
+// unique_key; one named by --old-app-name is the old version whatever it
+// ran; --force completes anyway.
+func TestCompleteTellsCompatFromTheOldVersion(t *testing.T) {
+	ctx := context.Background()
+	s := legacy.SingleTable
+	url := legacyDB(t, s)
+	if _, err := migrations.Up(ctx, url, s.Layout, migrations.Options{Expand: true}); err != nil {
+		t.Fatal(err)
+	}
+	compat := sessionOn(t, url, "new version", s.Resolved.Schema)
+	if _, err := compat.Exec(ctx, layout.CompatMarker+" SELECT count(*) FROM jobs WHERE unique_key = $1", "x"); err != nil {
+		t.Fatal(err)
+	}
+	other := sessionOn(t, url, "reporting", s.Resolved.Schema)
+	if _, err := other.Exec(ctx, "SELECT 1"); err != nil {
+		t.Fatal(err)
+	}
+	plan, err := migrations.PlanWith(ctx, url, s.Layout, migrations.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range plan.Findings {
+		if f.Fatal {
+			t.Fatalf("plan of complete refused with only compat and an unrelated session: %s", f)
+		}
+	}
+	plan, err = migrations.PlanWith(ctx, url, s.Layout, migrations.Options{OldAppName: "reporting"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	named := false
+	for _, f := range plan.Findings {
+		named = named || f.Fatal && f.Kind == "old_version_writing" && f.Object == fmt.Sprintf("pid %d", other.PgConn().PID()) && strings.Contains(f.Message, "--old-app-name")
+	}
+	if !named {
+		t.Fatalf("--old-app-name did not name the session: %+v", plan.Findings)
+	}
+	if _, err := migrations.Up(ctx, url, s.Layout, migrations.Options{OldAppName: "reporting"}); err == nil {
+		t.Fatal("complete went ahead with an --old-app-name session connected")
+	}
+	rep, err := migrations.Up(ctx, url, s.Layout, migrations.Options{OldAppName: "reporting", Force: true})
+	if err != nil || rep.After != migrations.Migrated {
+		t.Fatalf("complete --force: %v %+v", err, rep)
+	}
+}
+
+// TestInterruptedExpandFinishes stops up --expand after every step in turn;
+// a second up --expand finishes it, and status says where it stopped.
+func TestInterruptedExpandFinishes(t *testing.T) {
+	ctx := context.Background()
+	s := legacy.TeamQueue
+	url := legacyDB(t, s)
+	plan, err := migrations.PlanWith(ctx, url, s.Layout, migrations.Options{Expand: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := 1; k < len(plan.Steps); k++ {
+		url := legacyDB(t, s)
+		_, err := migrations.Up(ctx, url, s.Layout, migrations.Options{Expand: true, StopAfterStep: k})
+		if !errors.Is(err, migrations.ErrStopped) {
+			t.Fatalf("stop after step %d: %v", k, err)
+		}
+		st, err := migrations.Status(ctx, url, s.Layout)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if k > 1 && (st.State != migrations.PartlyMigrated || !strings.Contains(st.Next, "up --expand again")) {
+			t.Errorf("after step %d: status %s, next %q", k, st.State, st.Next)
+		}
+		rep, err := migrations.Up(ctx, url, s.Layout, migrations.Options{Expand: true})
+		if err != nil || rep.After != migrations.Expanded {
+			t.Fatalf("up --expand after a stop after step %d: %v %+v", k, err, rep)
+		}
+	}
+}
+
+// TestPlanShowsBothPhases: plan on a legacy layout labels each step with
+// its phase; plan --expand lists the version schema and no cutover.
+func TestPlanShowsBothPhases(t *testing.T) {
+	ctx := context.Background()
+	s := legacy.PlainJobs
+	url := legacyDB(t, s)
+	full, err := migrations.Plan(ctx, url, s.Layout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	phases := map[string]int{}
+	for _, st := range full.Steps {
+		phases[st.Phase]++
+		if strings.HasPrefix(st.Name, "cutover") && st.Phase != "complete" {
+			t.Errorf("the cutover's phase is %q", st.Phase)
+		}
+	}
+	if phases["expand"] == 0 || phases["complete"] == 0 || phases[""] != 0 {
+		t.Fatalf("plan phases %v", phases)
+	}
+	exp, err := migrations.PlanWith(ctx, url, s.Layout, migrations.Options{Expand: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, st := range exp.Steps {
+		names = append(names, st.Name)
+		if st.Phase != "expand" || strings.HasPrefix(st.Name, "cutover") {
+			t.Errorf("plan --expand step %q phase %q", st.Name, st.Phase)
+		}
+	}
+	if !strings.Contains(strings.Join(names, "\n"), "version schema") || names[len(names)-1] != "record expanded" {
+		t.Fatalf("plan --expand steps:\n%s", strings.Join(names, "\n"))
+	}
+}
