@@ -1,13 +1,9 @@
 -- migrate-unique's own version table (never schema_migrations): one row per
 -- layout, with the unique rules the cutover dropped so that down can restore
 -- them exactly, and the step a run is about to take (recorded before each
-<<<<<<< HEAD
--- step, so that status tells a half-done up from a half-done down).
-SET LOCAL search_path = pg_catalog, pg_temp;
-=======
 -- step, so that status tells a half-done up from a half-done down), the
 -- version schema up --expand made and the overrides down --drain set.
->>>>>>> main
+SET LOCAL search_path = pg_catalog, pg_temp;
 CREATE TABLE IF NOT EXISTS "public"."migrate_unique_version" (
     layout text PRIMARY KEY,
     state text NOT NULL CHECK (state IN ('migrating', 'migrated', 'rolling back', 'expanded')),
