@@ -207,8 +207,11 @@ func FilesFor(ctx context.Context, databaseURL string, l layout.Layout) (map[str
 				if err != nil {
 					return nil, fmt.Errorf("unique rule %s on %s: %w", layout.Ident(ix.name), r.l.Table(t.name), err)
 				}
-				rules = append(rules, rebuildRule{index: ix.name, comment: "The unique rule " + ix.name + " as the cutover will save it",
-					definition: "CREATE UNIQUE INDEX CONCURRENTLY " + def})
+				create, err := concurrentUnique(def)
+				if err != nil {
+					return nil, fmt.Errorf("%w: unique rule %s on %s (%q) %v", ErrSavedRule, layout.Ident(ix.name), r.l.Table(t.name), ix.definition, err)
+				}
+				rules = append(rules, rebuildRule{index: ix.name, comment: "The unique rule " + ix.name + " as the cutover will save it", definition: create})
 			}
 		}
 	}
