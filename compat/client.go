@@ -84,7 +84,12 @@ type Skip struct {
 	// no-overlap mode).
 	Class, Key string
 	// Limit is the limit that applied (the override when there is one) and
-	// Active the active jobs counted, at most Limit.
+	// Active the active jobs counted. Admission counts only up to the limit
+	// (its cost never grows with the backlog), so Active is at most Limit
+	// and says the group is full, not how full: under a limit of 0 (an
+	// override or a paused class) it is 0 whatever the group holds. A
+	// message to a person names the limit; 'migrate-unique concurrency
+	// status GROUP' counts the group's queued and running jobs.
 	Limit, Active int
 	// Holders are the active jobs that hold the group.
 	Holders []JobRef

@@ -49,7 +49,7 @@
 //			log.Fatal(err) // a real failure: the limit is not an error
 //		}
 //		if s := res.Skipped; s != nil {
-//			fmt.Printf("not enqueued: %s has %d of %d active jobs\n", s.Group, s.Active, s.Limit)
+//			fmt.Printf("not enqueued: %s allows %d active jobs and is full\n", s.Group, s.Limit)
 //			return
 //		}
 //		fmt.Println("enqueued request", res.ID, res.UUID)

@@ -1,12 +1,18 @@
 package compat_test
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/migrate-unique/migrate-unique/compat"
+	"github.com/migrate-unique/migrate-unique/internal/testdb"
+	"github.com/migrate-unique/migrate-unique/migrations"
+	"github.com/migrate-unique/migrate-unique/testdata/legacy"
 )
 
 // programMarker names, above a Go block of docs/runtime.md, the file of a
@@ -35,10 +41,38 @@ func docProgram(t *testing.T) string {
 	return ""
 }
 
-// TestRuntimeDocProgramBuilds builds the whole program that opens
-// docs/runtime.md exactly as written, in a fresh module that depends on
-// this checkout through a replace directive (README.md, "Using compat
-// before a release"), and vets it.
+// readmeModuleSteps returns the command lines README.md gives under "Using
+// compat before a release": the indented lines of its code block.
+func readmeModuleSteps(t *testing.T) []string {
+	t.Helper()
+	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(readme), "\n## Using `compat` before a release\n")
+	if !ok {
+		t.Fatal(`README.md has no section "Using compat before a release"`)
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	var steps []string
+	for _, line := range strings.Split(section, "\n") {
+		if cmd, ok := strings.CutPrefix(line, "    "); ok && strings.TrimSpace(cmd) != "" {
+			steps = append(steps, cmd)
+		}
+	}
+	if len(steps) == 0 {
+		t.Fatal("README.md's section on compat before a release shows no command")
+	}
+	return steps
+}
+
+// TestRuntimeDocProgramBuilds follows README.md, "Using compat before a
+// release", as a new user does: in an empty module holding the whole program
+// that opens docs/runtime.md, it runs the README's command lines exactly as
+// written (the clone's path put in for ../migrate-unique), builds and vets
+// the program, then runs it: the first run enqueues, the next ones are
+// skipped at the code's limit, and under a limit-0 override the message
+// still says what is true.
 func TestRuntimeDocProgramBuilds(t *testing.T) {
 	prog := docProgram(t)
 	if !strings.HasPrefix(prog, "package main\n") || !strings.Contains(prog, "\nfunc main() {\n") {
@@ -49,32 +83,63 @@ func TestRuntimeDocProgramBuilds(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	gomod := "module example.com/service\n\ngo 1.22\n"
-	sum, err := os.ReadFile(filepath.Join(root, "go.sum"))
+	// Offline: every module comes from the cache this repository's own
+	// build filled (checksums too: no checksum database to ask).
+	env := append(os.Environ(), "GOFLAGS=", "GOWORK=off", "GOPROXY=off", "GOSUMDB=off", "GOTOOLCHAIN=local")
+	run := func(name string, args ...string) string {
+		t.Helper()
+		cmd := exec.Command(name, args...)
+		cmd.Dir, cmd.Env = dir, env
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	run("go", "mod", "init", "example.com/service")
+	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(prog), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range readmeModuleSteps(t) {
+		run("sh", "-c", strings.ReplaceAll(step, "../migrate-unique", root))
+	}
+	run("go", "build", "-o", filepath.Join(dir, "service"), ".")
+	run("go", "vet", ".")
+
+	url := testdb.New(t, testdb.FromTemplate(legacy.PlainJobs.Key(0)+"/migrated/"+strings.Join(legacy.PlainJobs.Resolved.RuntimeDDL(), ";"), func(ctx context.Context, url string) error {
+		if err := legacy.PlainJobs.LoadURL(ctx, url, 0); err != nil {
+			return err
+		}
+		_, err := migrations.Up(ctx, url, legacy.PlainJobs.Layout, migrations.Options{})
+		return err
+	}))
+	service := func() string {
+		t.Helper()
+		cmd := exec.Command(filepath.Join(dir, "service"))
+		cmd.Env = append(os.Environ(), "DATABASE_URL="+url)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("the program: %v\n%s", err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	group := "app.jobs.ChargeJob::customer-7"
+	for i, want := range []string{"enqueued request ", "enqueued request ", "not enqueued: " + group + " allows 2 active jobs and is full"} {
+		if out := service(); !strings.HasPrefix(out, want) {
+			t.Fatalf("run %d printed %q, want %q", i+1, out, want)
+		}
+	}
+	// The maintenance switch: the group holds 2 queued jobs, its limit is 0.
+	overrides, err := compat.NewOverrides(compat.Pgx(testdb.Connect(t, url)), legacy.PlainJobs.Layout)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, content := range map[string]string{"go.mod": gomod, "main.go": prog, "go.sum": string(sum)} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
+	if err := overrides.SetLimit(t.Context(), group, 0, "maintenance"); err != nil {
+		t.Fatal(err)
 	}
-	goCmd := func(args ...string) {
-		t.Helper()
-		cmd := exec.Command("go", args...)
-		cmd.Dir = dir
-		// Offline: every module comes from the cache this repository's own
-		// build filled.
-		cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off", "GOPROXY=off", "GOTOOLCHAIN=local")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
+	if out := service(); out != "not enqueued: "+group+" allows 0 active jobs and is full" {
+		t.Fatalf("under a limit-0 override the program printed %q", out)
 	}
-	// The README's steps.
-	goCmd("mod", "edit", "-require=github.com/migrate-unique/migrate-unique@v0.0.0")
-	goCmd("mod", "edit", "-replace=github.com/migrate-unique/migrate-unique="+root)
-	goCmd("build", "-o", filepath.Join(dir, "service"), ".")
-	goCmd("vet", ".")
 }
 
 // TestGoDocShowsTheProgram: the package comment that go doc prints is the

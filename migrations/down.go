@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/migrate-unique/migrate-unique/internal/pgurl"
 	"github.com/migrate-unique/migrate-unique/internal/qualify"
 	"github.com/migrate-unique/migrate-unique/layout"
 )
@@ -29,6 +30,29 @@ func Down(ctx context.Context, databaseURL string, l layout.Layout, opts Options
 		return nil, err
 	}
 	defer r.close()
+	if r.opts.Drain {
+		set, derr := r.drain(ctx, in)
+		if derr != nil {
+			return rep, derr
+		}
+		if set != nil {
+			if in, derr = r.inspect(ctx); derr != nil {
+				return rep, derr
+			}
+			defer func() {
+				if err != nil {
+					// Put back what the drain set (idempotent when the
+					// restore step ran): whoever runs next, up or down,
+					// finds the operators' overrides as they were.
+					rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pgurl.CancelWait)
+					defer cancel()
+					if r.restoreDrained(rctx, set) == nil {
+						r.printf("drain: restored the limit overrides of %d group(s)\n", len(set))
+					}
+				}
+			}()
+		}
+	}
 	findings, steps, err := r.downWork(ctx, in)
 	for _, f := range findings {
 		rep.Findings = append(rep.Findings, f)
@@ -36,6 +60,11 @@ func Down(ctx context.Context, databaseURL string, l layout.Layout, opts Options
 	}
 	if err != nil {
 		return nil, err
+	}
+	if len(steps) == 0 && r.opts.ToExpanded && in.state() == Expanded {
+		rep.After = Expanded
+		r.printf("already expanded: nothing to roll back to it (down without --to-expanded goes on to the legacy layout)\n")
+		return rep, nil
 	}
 	if len(steps) == 0 {
 		rep.After = Legacy
@@ -74,6 +103,9 @@ func (r *runner) printKept(rep *Report) {
 // legacy layout it is what an earlier down kept (runtime tables, the
 // skip-metadata column), dropped again.
 func (r *runner) downWork(ctx context.Context, in *inspection) ([]Finding, []step, error) {
+	if r.opts.ToExpanded && (in.state() == Expanded || in.state() == Legacy) {
+		return nil, nil, nil
+	}
 	if in.state() == Legacy {
 		if !in.runtimeLeft() {
 			return nil, nil, nil
@@ -192,6 +224,18 @@ func (r *runner) downSteps(in *inspection, saved []SavedUnique) ([]step, error) 
 		back.skip = "already done"
 	}
 	steps = append(steps, back)
+	if r.opts.ToExpanded {
+		// The reverse of complete: the unique rule and the old column name
+		// back, what expand made kept, the version schema made if missing
+		// (before the cutover back: the new version reads it throughout).
+		if vs := versionSchemaStep(in); vs.skip == "" {
+			steps = append([]step{vs}, steps...)
+		}
+		if rs, ok := restoreStep(in); ok {
+			steps = append(steps, rs)
+		}
+		return append(steps, recordExpandedStep(in)), nil
+	}
 	for _, ci := range ourIndexes(l) {
 		if isPlainJobs0007(l, ci.name) {
 			continue // renamed back by the cutover back, or dropped below
@@ -217,6 +261,9 @@ func (r *runner) downSteps(in *inspection, saved []SavedUnique) ([]step, error) 
 			return nil, err
 		}
 		steps = append(steps, pj...)
+	}
+	if rs, ok := restoreStep(in); ok {
+		steps = append(steps, rs)
 	}
 	rt, err := r.runtimeDownSteps(in)
 	if err != nil {

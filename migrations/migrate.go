@@ -101,6 +101,12 @@ type Options struct {
 	// allow to limit 1 (an override in concurrency_limits) and wait, up to
 	// DrainTimeout, for the extra jobs to finish (drain.go).
 	Drain bool
+	// ToExpanded makes Down stop at the expanded state: the unique rule
+	// and the column name back, the counting indexes, the runtime's tables
+	// and the version schema (made if missing) kept, so that the new
+	// version (through the version schema) and the old one run side by
+	// side again; a later Down rolls back the rest.
+	ToExpanded bool
 	// DrainTimeout bounds Drain's wait. Default 10m.
 	DrainTimeout time.Duration
 	// DrainPoll is how often Drain counts the groups left. Default 1s.

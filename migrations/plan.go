@@ -107,7 +107,7 @@ func plan(ctx context.Context, databaseURL string, l layout.Layout, opts Options
 		res.Findings = append(res.Findings, more...)
 		var de *DuplicatesError
 		if errors.As(err, &de) {
-			res.Findings = append(res.Findings, Finding{Fatal: true, Kind: "duplicates", Message: de.Error(), Action: "let those jobs finish or delete them yourself; down never deletes a job"})
+			res.Findings = append(res.Findings, Finding{Fatal: true, Kind: "duplicates", Message: de.Error(), Action: "let those jobs finish (down --drain sets those groups to limit 1 and waits for them) or delete them yourself; down never deletes a job"})
 			err = nil
 		}
 		if err != nil {

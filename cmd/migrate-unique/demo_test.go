@@ -158,7 +158,7 @@ func TestDemoFlags(t *testing.T) {
 		want string
 	}{
 		{[]string{"--rows", "0"}, "--rows 0: give 1 or more"},
-		{[]string{"--rows", "many"}, `invalid value "many" for flag -rows`},
+		{[]string{"--rows", "many"}, `invalid value "many" for flag --rows`},
 		{[]string{"now"}, `unexpected argument "now"`},
 	} {
 		code, out, errOut := runCLI(t, append([]string{"demo"}, c.args...)...)

@@ -15,6 +15,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"regexp"
 	"strings"
 	"syscall"
 
@@ -179,11 +180,40 @@ func newFlagSet(e *env, name, usage string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: migrate-unique %s\n\nFlags:\n", usage)
+		out := fs.Output()
+		var defaults bytes.Buffer
+		fs.SetOutput(&defaults)
 		fs.PrintDefaults()
+		fs.SetOutput(out)
+		list := defaults.String()
+		if strings.Contains(usage, "--") {
+			list = flagDefaultRE.ReplaceAllString(list, "${1}--${2}")
+		}
+		fmt.Fprintf(out, "Usage: migrate-unique %s\n\nFlags:\n%s", usage, list)
 	}
 	return fs
 }
+
+// doubleDash reports whether fs's usage writes its flags --name, as the
+// docs of every command do but lint, rewrite and the benchmarks over a Go
+// module, whose docs write -name as Go's own tools do.
+func doubleDash(fs *flag.FlagSet) bool {
+	out := fs.Output()
+	var usage bytes.Buffer
+	fs.SetOutput(&usage)
+	fs.Usage()
+	fs.SetOutput(out)
+	return strings.Contains(usage.String(), "\n  --")
+}
+
+// flagDefaultRE and flagErrorRE find a flag name the flag package writes
+// with one dash, in -h's list of flags and in its errors: where the
+// command's docs write --name, both are written so (a one-letter flag
+// keeps its one dash, -w, as Go's tools write it).
+var (
+	flagDefaultRE = regexp.MustCompile(`(?m)^(  )-([A-Za-z0-9][A-Za-z0-9_-]+)`)
+	flagErrorRE   = regexp.MustCompile(`(not defined: |for flag |value "(?:[^"\\]|\\.)*" for |needs an argument: )-([A-Za-z0-9][A-Za-z0-9_-]+)`)
+)
 
 // emptyAllowed lists the flags whose empty value means something: no
 // reason, no build tags.
@@ -208,7 +238,14 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 		_, _ = out.Write(buf.Bytes())
 		return err
 	default:
-		return &exitError{code: 2, err: fmt.Errorf("%v; run 'migrate-unique %s -h' for its flags", err, fs.Name())}
+		msg := err.Error()
+		if doubleDash(fs) {
+			msg = flagErrorRE.ReplaceAllStringFunc(msg, func(m string) string {
+				i := strings.LastIndex(m, " -")
+				return m[:i] + " --" + m[i+2:]
+			})
+		}
+		return &exitError{code: 2, err: fmt.Errorf("%s; run 'migrate-unique %s -h' for its flags", msg, fs.Name())}
 	}
 	var empty error
 	fs.Visit(func(f *flag.Flag) {

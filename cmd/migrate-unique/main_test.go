@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -87,6 +88,62 @@ func TestNoInterruptedLineAfterANormalExit(t *testing.T) {
 			if strings.Contains(errOut.String(), "interrupted") {
 				t.Fatalf("%v (run %d) exited %d by itself and printed: %s", args, i+1, code, errOut.String())
 			}
+		}
+	}
+}
+
+// TestUsageSaysWhatTheDocsSay: what a new user reads first. Every
+// command's -h usage line names --json when the command takes it; flag
+// errors spell a flag as the command's docs do (--limit; lint and rewrite
+// write -name, as Go's tools); bench -h lists the benchmarks; README's
+// command list names every command; pause speaks of a class.
+func TestUsageSaysWhatTheDocsSay(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range commands {
+		if !strings.Contains(string(readme), "migrate-unique "+c.name) {
+			t.Errorf("README.md does not show the command %q", c.name)
+		}
+	}
+	for _, args := range [][]string{{"plan"}, {"up"}, {"down"}, {"status"}, {"sql"}, {"lint"}, {"concurrency", "status"}, {"concurrency", "set"},
+		{"concurrency", "release"}, {"concurrency", "pause"}, {"concurrency", "resume"}, {"demo"}, {"bench", "slots"}, {"bench", "admission"}} {
+		code, _, errOut := runCLI(t, append(args, "-h")...)
+		usage, _, _ := strings.Cut(errOut, "\n")
+		if code != 0 || !strings.HasPrefix(usage, "Usage: migrate-unique "+strings.Join(args, " ")) {
+			t.Errorf("%v -h: exit %d:\n%s", args, code, errOut)
+			continue
+		}
+		takesJSON := strings.Contains(errOut, "\n  --json") || strings.Contains(errOut, "\n  -json")
+		if takesJSON != strings.Contains(usage, "-json") {
+			t.Errorf("%v -h: the usage line %q and the flags disagree on --json:\n%s", args, usage, errOut)
+		}
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"concurrency", "set", "G", "--limit", "x"}, `invalid value "x" for flag --limit: `},
+		{[]string{"status", "--nope"}, "flag provided but not defined: --nope;"},
+		{[]string{"status", "--json=maybe"}, `invalid boolean value "maybe" for --json: `},
+		{[]string{"plan", "--database"}, "flag needs an argument: --database;"},
+		{[]string{"rewrite", "-nope"}, "flag provided but not defined: -nope;"},
+		{[]string{"concurrency", "pause", ""}, "the class name is empty; give the job's class"},
+		{[]string{"concurrency", "resume", "::k"}, `"::k" is no class`},
+	} {
+		code, _, errOut := runCLI(t, c.args...)
+		if code != 2 || !strings.Contains(errOut, c.want) {
+			t.Errorf("%q: exit %d, %q; want exit 2 saying %q", c.args, code, errOut, c.want)
+		}
+	}
+	code, _, errOut := runCLI(t, "bench", "-h")
+	if code != 0 || !strings.Contains(errOut, "bench NAME -h") {
+		t.Errorf("bench -h: exit %d:\n%s", code, errOut)
+	}
+	for name, b := range benches {
+		if !strings.Contains(errOut, "\n  "+name+" ") || !strings.Contains(errOut, b.summary) {
+			t.Errorf("bench -h does not list %q:\n%s", name, errOut)
 		}
 	}
 }

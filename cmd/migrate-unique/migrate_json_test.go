@@ -153,6 +153,7 @@ SELECT now(), gen_random_uuid(), 'json.Dup', '', 'k-1', 0, 'default', 0, 0 FROM 
 	refusal := strings.Index(planOut, `class "json.Dup", key "k-1": 3 rows`)
 	firstStep := strings.Index(planOut, "step 1: "+downPlan.Steps[0].Name)
 	if planCode != 1 || refusal < 0 || firstStep < refusal || strings.Contains(planOut, "nothing to do") ||
+		!strings.HasSuffix(planOut, "\nverdict: down would refuse (1 fatal finding above) and change nothing; exit 1\n") ||
 		!strings.Contains(planOut, fmt.Sprintf("step %d: %s", len(downPlan.Steps), downPlan.Steps[len(downPlan.Steps)-1].Name)) {
 		t.Fatalf("plan --down --summary with duplicates: exit %d\n%s", planCode, planOut)
 	}
@@ -410,6 +411,16 @@ INSERT INTO fresh.plainjobs_jobrequest SELECT * FROM public.plainjobs_jobrequest
 	code, out, _ := runBin(t, "plan", "--schema", "fresh", "--summary", "--database", db)
 	if code != 0 || !strings.Contains(out, "row count unknown: never analysed") || strings.Contains(out, "~0 rows") {
 		t.Fatalf("plan --summary on never-analysed tables: %d\n%s", code, out)
+	}
+	// The closing verdict counts the steps that run (not the skipped ones).
+	run := 0
+	for _, s := range plan.Steps {
+		if s.Skip == "" {
+			run++
+		}
+	}
+	if want := fmt.Sprintf("\nverdict: up would go ahead: %d steps to run; exit 0\n", run); !strings.HasSuffix(out, want) {
+		t.Errorf("plan --summary ends without the verdict %q:\n%s", want, out)
 	}
 }
 

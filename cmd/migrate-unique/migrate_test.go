@@ -79,7 +79,7 @@ func TestMigrationCommandsFailClearly(t *testing.T) {
 		{[]string{"bench", "migration", "--database", db, "--rows", "0"}, 2, "--rows 0: must be at least 1"},
 		{[]string{"bench", "migration", "--database", db, "--hold", "-1s"}, 2, "--hold -1s: must not be negative"},
 		{[]string{"plan", "--database", db, "--jobs-table", "jobs"}, 2, "--active-states"},
-		{[]string{"plan", "--database", db, "--bogus"}, 2, "flag provided but not defined: -bogus"},
+		{[]string{"plan", "--database", db, "--bogus"}, 2, "flag provided but not defined: --bogus"},
 		{[]string{"status", "--database", db, "extra"}, 2, `unexpected argument "extra"`},
 		{[]string{"up", "--database", db, "--requests-table", "nope"}, 1, `table "public"."nope" does not exist`},
 		{[]string{"plan", "--database", db, "--class-column", "kind"}, 1, "up would refuse"},
@@ -129,7 +129,7 @@ func TestMigrationCommandsDocumentEveryFlag(t *testing.T) {
 			documented[c][m[1]] = true
 		}
 	}
-	helpFlag := regexp.MustCompile(`(?m)^  -([a-z-]+)`)
+	helpFlag := regexp.MustCompile(`(?m)^  --?([a-z][a-z-]*)`)
 	for _, cmd := range commands {
 		code, _, help := runCLI(t, cmd, "-h")
 		if code != 0 || !strings.Contains(help, "Usage: migrate-unique "+cmd) {
@@ -286,7 +286,7 @@ func TestBenchMigrationFlagsAreDocumented(t *testing.T) {
 		t.Fatalf("bench migration -h: exit %d\n%s", code, help)
 	}
 	inHelp := map[string]bool{}
-	for _, m := range regexp.MustCompile(`(?m)^  -([a-z-]+)`).FindAllStringSubmatch(help, -1) {
+	for _, m := range regexp.MustCompile(`(?m)^  --?([a-z][a-z-]*)`).FindAllStringSubmatch(help, -1) {
 		inHelp[m[1]] = true
 		if !documented[m[1]] {
 			t.Errorf("docs/performance.md does not document bench migration --%s", m[1])

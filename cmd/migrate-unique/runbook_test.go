@@ -278,7 +278,7 @@ func TestDocsGiveNoBrokenCommand(t *testing.T) {
 func TestNoise(t *testing.T) {
 	// A bad flag value says what is wrong in one line, not the whole help.
 	code, out, errOut := runBin(t, "concurrency", "set", "G", "--limit", "abc", "--database", "postgres://x@127.0.0.1:1/x")
-	if code != 2 || out != "" || strings.Count(strings.TrimSpace(errOut), "\n") != 0 || !strings.Contains(errOut, `invalid value "abc" for flag -limit`) ||
+	if code != 2 || out != "" || strings.Count(strings.TrimSpace(errOut), "\n") != 0 || !strings.Contains(errOut, `invalid value "abc" for flag --limit`) ||
 		!strings.Contains(errOut, "run 'migrate-unique concurrency set -h' for its flags") || strings.Contains(errOut, "Usage:") {
 		t.Errorf("--limit abc: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}

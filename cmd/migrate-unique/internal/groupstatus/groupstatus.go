@@ -200,21 +200,27 @@ func IsControl(r rune) bool { return r == '\n' || r == '\t' || NeedsEscape(r) }
 // admitted, as compat admits them in a class or key: the operator types
 // them as bash's $'...' quoting writes them, as every command shows them
 // (EscapeName, ShellArg).
-func CheckGroupName(group string) error {
+func CheckGroupName(group string) error { return checkName("group", group) }
+
+// checkName is CheckGroupName for a group or, once CheckClassName has
+// refused a "::", a class: kind names which in the messages.
+func checkName(kind, group string) error {
 	class, key := layout.SplitGroupName(group)
 	switch {
+	case group == "" && kind == "class":
+		return badName("the class name is empty; give the job's class")
 	case group == "":
 		return badName("the group name is empty; give the job's class, or class::key")
 	case strings.ContainsRune(group, 0):
-		return badName("the group name %s contains a NUL byte; PostgreSQL text cannot hold one, so no job has it", strconv.Quote(group))
+		return badName("the %s name %s contains a NUL byte; PostgreSQL text cannot hold one, so no job has it", kind, strconv.Quote(group))
 	case !utf8.ValidString(group):
-		return badName("the group name %s is not valid UTF-8; PostgreSQL refuses such text (22021), so no job has it", strconv.Quote(group))
+		return badName("the %s name %s is not valid UTF-8; PostgreSQL refuses such text (22021), so no job has it", kind, strconv.Quote(group))
 	case class == "":
 		return badName("the group name %s has an empty class before '::'; give class or class::key", strconv.Quote(group))
 	case strings.Contains(group, "::") && key == "":
 		return badName("the group name %s has an empty key after '::'; for the whole class give the class alone", strconv.Quote(group))
 	case len(group) > MaxGroupBytes:
-		return badName("the group name is %d bytes long; no indexed key is longer than %d: check what was pasted", len(group), MaxGroupBytes)
+		return badName("the %s name is %d bytes long; no indexed key is longer than %d: check what was pasted", kind, len(group), MaxGroupBytes)
 	}
 	return nil
 }
@@ -222,14 +228,13 @@ func CheckGroupName(group string) error {
 // CheckClassName refuses what cannot be a class: a group name, or a name
 // no group can have.
 func CheckClassName(class string) error {
-	if err := CheckGroupName(class); err != nil {
-		return err
-	}
-	if strings.Contains(class, "::") {
-		c, _, _ := strings.Cut(class, "::")
+	if c, _, isGroup := strings.Cut(class, "::"); isGroup {
+		if c == "" {
+			return badName("%s is no class: it is empty before '::'; a pause takes the job's class alone", strconv.Quote(class))
+		}
 		return badName("%s is a group (class::key); a pause takes the class alone (%s) and stops every key of it; to stop one group use 'concurrency set %s --limit 0'", strconv.Quote(class), ShellArg(c), ShellArg(class))
 	}
-	return nil
+	return checkName("class", class)
 }
 
 // CheckKeyLength rejects a group whose key is longer than the key column of
