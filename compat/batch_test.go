@@ -236,6 +236,7 @@ func TestBatchStatementsAreConstant(t *testing.T) {
 				t.Fatal(err)
 			}
 			mock.ExpectQuery(regexp.QuoteMeta(qualify.Must(catalogQuery))).WillReturnRows(plainJobsCatalog())
+			mock.ExpectQuery(regexp.QuoteMeta(qualify.Must(ruleQuery))).WillReturnRows(noRule())
 			const class = "app.jobs.FanOut"
 			jobs := make([]Job, n)
 			keys := make([]string, n)
