@@ -14,6 +14,7 @@ import (
 // nothing when they are in the module cache already), then builds and vets
 // from the module cache only (GOPROXY=off), so no other step is needed.
 func TestPeersBenchmarkBuilds(t *testing.T) {
+	t.Parallel() // go build and go vet in processes of their own
 	dir, err := filepath.Abs(filepath.Join("..", "..", "bench", "peers"))
 	if err != nil {
 		t.Fatal(err)
