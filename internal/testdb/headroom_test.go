@@ -41,17 +41,18 @@ func TestAServerWithoutHeadroomIsNotUsed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := testdb.ReadConnections(t.Context(), testdb.Connect(t, srv.URL))
+	c, err := testdb.ReadConnections(t.Context(), testdb.Connect(t, testdb.New(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Max <= 0 || c.InUse < 1 || c.Free() >= c.Max {
+	// This test's own session is on its database (mu_*): a test's.
+	if c.Max <= 0 || c.InUse < 1 || c.Tests < 1 || c.Tests > c.InUse || c.Free() >= c.Max || c.ForTests() < c.Free() {
 		t.Fatalf("connection slots read as %+v", c)
 	}
 
 	var log logLines
 	used, err := testdb.Finder{EnvURL: srv.URL, Headroom: 1, Logf: log.logf}.Find(t.Context())
-	if err != nil || used.Source != testdb.SourceEnv || !strings.Contains(log.String(), "using the env server") || !strings.Contains(log.String(), "connections free") {
+	if err != nil || used.Source != testdb.SourceEnv || !strings.Contains(log.String(), "using the env server") || !strings.Contains(log.String(), "connections for the tests (max_connections") {
 		t.Fatalf("a server with headroom: %v, %+v; log:\n%s", err, used, log.String())
 	}
 
