@@ -334,8 +334,8 @@ func (s *schema) admitText(shape string) string {
 	if s.requests.has("uuid") {
 		returning = id + " AS r_id, " + layout.Ident("uuid") + "::text AS r_uuid"
 	}
-	fmt.Fprintf(&b, "INSERT INTO %s (%s)\n    SELECT %s\n    FROM c WHERE c.lim IS NULL OR c.n < c.lim\n    RETURNING %s\n)\n",
-		l.Table(s.requests.name), strings.Join(cols, ", "), strings.Join(vals, ", "), returning)
+	fmt.Fprintf(&b, "INSERT INTO %s (%s)\n    SELECT %s\n    FROM c WHERE c.lim IS NULL OR c.n < c.lim%s\n    RETURNING %s\n)\n",
+		l.Table(s.requests.name), strings.Join(cols, ", "), strings.Join(vals, ", "), s.rule.onConflict(), returning)
 	b.WriteString("SELECT c.lim, c.n, c.holders, ins.r_id, ins.r_uuid FROM c LEFT JOIN ins ON true")
 	return b.String()
 }
@@ -504,7 +504,7 @@ func skipMetadataJSON(sk *Skip, at time.Time) ([]byte, error) {
 		ids[i] = h.ID
 	}
 	return json.Marshal(skipMetadata{
-		Reason: "concurrency_limit", Group: sk.Group, Limit: sk.Limit, Active: sk.Active,
+		Reason: string(sk.Reason), Group: sk.Group, Limit: sk.Limit, Active: sk.Active,
 		ConflictingJobIDs: ids, ConflictingJobs: sk.Holders, SkippedAt: at.UTC(),
 	})
 }

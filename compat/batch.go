@@ -680,7 +680,7 @@ func (c *Client) admitBatch(ctx context.Context, db DB, s *schema, adms []*admis
 			}
 			continue
 		}
-		sk := &Skip{Group: layout.GroupName(a.job.Class, a.lockKey), Class: a.job.Class, Key: a.lockKey,
+		sk := &Skip{Reason: SkipLimit, Group: layout.GroupName(a.job.Class, a.lockKey), Class: a.job.Class, Key: a.lockKey,
 			Active: int(o.active), Holders: parseHolders(o.holders)}
 		if o.limit != nil {
 			// The count read up to the limit per table; the jobs of the

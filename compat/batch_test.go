@@ -235,6 +235,7 @@ func TestBatchStatementsAreConstant(t *testing.T) {
 				t.Fatal(err)
 			}
 			mock.ExpectQuery(regexp.QuoteMeta(catalogQuery)).WillReturnRows(plainJobsCatalog())
+			mock.ExpectQuery(regexp.QuoteMeta(ruleQuery)).WillReturnRows(noRule())
 			const class = "app.jobs.FanOut"
 			jobs := make([]Job, n)
 			keys := make([]string, n)

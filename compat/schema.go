@@ -64,9 +64,86 @@ type schema struct {
 	// deterministic is false for a nondeterministic key collation, whose
 	// equality is not byte equality.
 	deterministic bool
+	// rule is the unique rule on the key that still stands on the table new
+	// jobs go to (legacy and expanded layouts; a layout that down is
+	// rolling back once it rebuilt the rule), nil when there is none.
+	rule *uniqueRule
 
 	texts  sync.Map // statement shape -> text
 	fields sync.Map // table name -> []rowField
+}
+
+// uniqueRule is a unique index whose key is (class, key): plain-jobs 0.37's
+// partial unique index, a team's unique constraint. While it stands it
+// refuses a second row of a key it covers whatever the job's limit; the
+// admission then inserts with ON CONFLICT DO NOTHING and reports the job it
+// refused as a Skip with Reason SkipUniqueRule.
+type uniqueRule struct {
+	name string
+	// valid is false while the index is being built (down rebuilds it
+	// CONCURRENTLY): it already refuses duplicates, but ON CONFLICT cannot
+	// name it as its arbiter yet.
+	valid bool
+	// cols are its key columns in index order; pred its predicate as the
+	// catalog renders it ("" for none).
+	cols [2]string
+	pred string
+}
+
+// onConflict is the clause of the insert of new jobs while the rule
+// stands: the rule (columns and predicate) as the arbiter, so that only
+// the rule's refusal becomes a skip and any other unique violation stays an
+// error; any unique index while the rule is not valid yet.
+func (r *uniqueRule) onConflict() string {
+	if r == nil {
+		return ""
+	}
+	if !r.valid {
+		return "\n    ON CONFLICT DO NOTHING"
+	}
+	c := "\n    ON CONFLICT (" + layout.Ident(r.cols[0]) + ", " + layout.Ident(r.cols[1]) + ")"
+	if r.pred != "" {
+		c += " WHERE " + r.pred
+	}
+	return c + " DO NOTHING"
+}
+
+// ruleQuery finds the unique indexes, ready to refuse duplicates, whose key
+// is exactly (class column, key column) on the table new jobs go to, the
+// valid ones first. pg_get_expr renders the predicate for the session's
+// search_path, which is the one the admission's statements run under;
+// an operator that search_path would not find is rendered qualified.
+const ruleQuery = `SELECT ic.relname::pg_catalog.text, i.indisvalid,
+       a0.attname::pg_catalog.text, a1.attname::pg_catalog.text,
+       COALESCE(pg_catalog.pg_get_expr(i.indpred, i.indrelid), '')
+FROM pg_catalog.pg_index i
+JOIN pg_catalog.pg_class t ON t.oid OPERATOR(pg_catalog.=) i.indrelid
+JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) t.relnamespace
+JOIN pg_catalog.pg_class ic ON ic.oid OPERATOR(pg_catalog.=) i.indexrelid
+JOIN pg_catalog.pg_attribute a0 ON a0.attrelid OPERATOR(pg_catalog.=) i.indrelid AND a0.attnum OPERATOR(pg_catalog.=) i.indkey[0]
+JOIN pg_catalog.pg_attribute a1 ON a1.attrelid OPERATOR(pg_catalog.=) i.indrelid AND a1.attnum OPERATOR(pg_catalog.=) i.indkey[1]
+WHERE n.nspname OPERATOR(pg_catalog.=) $1::pg_catalog.text AND t.relname OPERATOR(pg_catalog.=) $2::pg_catalog.text
+  AND i.indisunique AND i.indisready AND i.indnkeyatts OPERATOR(pg_catalog.=) 2 AND i.indexprs IS NULL
+  AND ARRAY[a0.attname, a1.attname]::pg_catalog.text[] OPERATOR(pg_catalog.@>) ARRAY[$3::pg_catalog.text, $4::pg_catalog.text]
+ORDER BY i.indisvalid DESC, ic.relname`
+
+// readRule reads the unique rule on s's key, if one stands.
+func (s *schema) readRule(ctx context.Context, db Executor) error {
+	rows, err := db.Query(ctx, ruleQuery, s.l.Schema, s.requests.name, s.l.ClassColumn, s.keyCol)
+	if err != nil {
+		return fmt.Errorf("compat: read the unique rule of %s: %w", s.l.Table(s.requests.name), err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var r uniqueRule
+		if err := rows.Scan(&r.name, &r.valid, &r.cols[0], &r.cols[1], &r.pred); err != nil {
+			return fmt.Errorf("compat: read the unique rule: %w", err)
+		}
+		if s.rule == nil {
+			s.rule = &r
+		}
+	}
+	return rows.Err()
 }
 
 // catalogQuery reads the layout's columns. The collation column says how
@@ -166,6 +243,9 @@ func inspect(ctx context.Context, db Executor, l layout.Resolved) (*schema, erro
 		}
 	}
 	s.migrated = s.keyCol == layout.KeyColumn
+	if err := s.readRule(ctx, db); err != nil {
+		return nil, err
+	}
 	s.bytewise, s.deterministic = layout.Ordering(s.requests.cols[s.keyCol].collation)
 	return s, nil
 }

@@ -93,6 +93,12 @@ func plainJobsCatalog() *sqlmock.Rows {
 	return rows
 }
 
+// noRule is what the rule query returns for a migrated layout: no unique
+// index on the key.
+func noRule() *sqlmock.Rows {
+	return sqlmock.NewRows([]string{"relname", "indisvalid", "col0", "col1", "pred"})
+}
+
 // TestAdmissionStatementsArePinned pins the exact text and argument order
 // of the admission statements, and the transaction around them, through
 // database/sql.
@@ -109,6 +115,9 @@ func TestAdmissionStatementsArePinned(t *testing.T) {
 	mock.ExpectQuery(marked(catalogQuery)).
 		WithArgs("public", "plainjobs_jobrequest", "plainjobs_jobprocess", "plainjobs_jobresult", "concurrency_limits", "job_class").
 		WillReturnRows(plainJobsCatalog())
+	mock.ExpectQuery(marked(ruleQuery)).
+		WithArgs("public", "plainjobs_jobrequest", "job_class", "concurrency_key").
+		WillReturnRows(noRule())
 
 	// A keyed job, limit 2: admitted.
 	mock.ExpectBegin()

@@ -119,7 +119,7 @@ type DuplicatesError struct {
 // Error lists every offending group.
 func (e *DuplicatesError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "down refused: %d group(s) have more rows than the old unique rule allows; nothing was changed and no job was deleted. Let them finish or delete them yourself, then run down again:", len(e.Groups))
+	fmt.Fprintf(&b, "down refused: %d group(s) have more rows than the old unique rule allows; nothing was changed and no job was deleted. Let them finish or delete them yourself, then run down again; down --drain sets them to limit 1 and waits for the extra jobs to finish:", len(e.Groups))
 	for _, g := range e.Groups {
 		fmt.Fprintf(&b, "\n  %s (rule %s): class %q, key %q: %d rows", g.Table, g.Index, g.Class, g.Key, g.Count)
 	}

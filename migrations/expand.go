@@ -252,7 +252,7 @@ func (r *runner) versionSchemaFindings(ctx context.Context, in *inspection, dire
 		fs = append(fs, Finding{Fatal: true, Kind: "version_schema", Object: layout.Ident(recorded), Message: fmt.Sprintf("this layout's version schema is %s (made by an earlier up --expand), not %s: leave --version-schema out, or run down first", layout.Ident(recorded), layout.Ident(r.opts.VersionSchema))})
 		return fs, nil
 	}
-	if direction == "up" && expanding(in, r.opts) {
+	if direction == "up" && expanding(in, r.opts) || direction == "down" && r.opts.ToExpanded && in.state() != Expanded {
 		switch {
 		case len(vs.name) > 63:
 			fs = append(fs, Finding{Fatal: true, Kind: "version_schema", Object: vs.name, Action: "give --version-schema", Message: fmt.Sprintf("the version schema's name %q is longer than PostgreSQL's 63 bytes: name it with --version-schema", vs.name)})
@@ -411,14 +411,20 @@ func expandSteps(in *inspection, all []step) []step {
 		case phaseAnalyze:
 			out = append(out, versionSchemaStep(in), s)
 		case phaseFinish:
-			out = append(out, step{name: "record expanded", table: in.l.Table(layout.VersionTable), lock: "none on the queue", kind: stepTx, phase: phaseFinish,
-				sql: fmt.Sprintf("UPDATE %s SET state = 'expanded', tool_version = %s, updated_at = pg_catalog.now(), step = NULL, step_started_at = NULL WHERE layout = %s;\n",
-					in.l.Table(layout.VersionTable), layout.Literal(version.Version), layout.Literal(layoutID(in.l)))})
+			out = append(out, recordExpandedStep(in))
 		default:
 			out = append(out, s)
 		}
 	}
 	return out
+}
+
+// recordExpandedStep records the expanded state, the last step of up
+// --expand and of down --to-expanded.
+func recordExpandedStep(in *inspection) step {
+	return step{name: "record expanded", table: in.l.Table(layout.VersionTable), lock: "none on the queue", kind: stepTx, phase: phaseFinish,
+		sql: fmt.Sprintf("UPDATE %s SET state = 'expanded', tool_version = %s, updated_at = pg_catalog.now(), step = NULL, step_started_at = NULL WHERE layout = %s;\n",
+			in.l.Table(layout.VersionTable), layout.Literal(version.Version), layout.Literal(layoutID(in.l)))}
 }
 
 // expandedNothingToDo reports an expanded layout that up --expand has

@@ -187,6 +187,9 @@ func FilesFor(ctx context.Context, databaseURL string, l layout.Layout) (map[str
 	} else if hasFatal(deps) {
 		return nil, &PreflightError{Findings: deps}
 	}
+	if fs := in.partitionedForFiles(); len(fs) > 0 {
+		return nil, &PreflightError{Findings: fs}
+	}
 	rules := []rebuildRule{}
 	if in.version != nil && len(in.version.saved) > 0 {
 		for _, s := range in.version.saved {

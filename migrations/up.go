@@ -146,7 +146,10 @@ func upSteps(in *inspection, opts Options) ([]step, error) {
 			return nil, err
 		}
 		s := step{name: "counting index on " + l.Table(ci.table), table: l.Table(ci.table), lock: "SHARE UPDATE EXCLUSIVE (writers go on)",
-			kind: stepConcurrent, sql: sql, index: l.Table(ci.name)}
+			kind: stepConcurrent, sql: sql, index: l.Table(ci.name), grows: true}
+		if err := onPartitions(&s, l, ci, t); err != nil {
+			return nil, err
+		}
 		if eq, ok := in.equivalent(ci); ok {
 			s.skip = "reuses the equivalent index " + layout.Ident(eq.name)
 		}
@@ -167,7 +170,10 @@ func upSteps(in *inspection, opts Options) ([]step, error) {
 			return nil, err
 		}
 		s := step{name: "prefix index on " + l.Table(ci.table) + " (the key column sorts by " + t.keyCollation + ", not bytewise: a no-overlap count compares the key's prefix with COLLATE \"C\", a range of this index)",
-			table: l.Table(ci.table), lock: "SHARE UPDATE EXCLUSIVE (writers go on)", kind: stepConcurrent, sql: sql, index: l.Table(ci.name)}
+			table: l.Table(ci.table), lock: "SHARE UPDATE EXCLUSIVE (writers go on)", kind: stepConcurrent, sql: sql, index: l.Table(ci.name), grows: true}
+		if err := onPartitions(&s, l, ci, t); err != nil {
+			return nil, err
+		}
 		for _, ix := range in.indexes[ci.table] {
 			if ix.name == ci.name && ix.valid {
 				s.skip = "already built"
@@ -182,6 +188,11 @@ func upSteps(in *inspection, opts Options) ([]step, error) {
 		lock: "ACCESS EXCLUSIVE (short)", kind: stepTx, sql: sql, exclusive: d.Tables, phase: phaseComplete}
 	if len(d.Renames) > 0 {
 		cut.name += ", rename plain-jobs' 0.37 key indexes to 0007's names"
+	}
+	if st := l.SkipTable(); st != "" {
+		// A down stopped after its probe index (partitions.go) leaves it:
+		// dropped here, under the lock the cutover holds anyway.
+		cut.sql += "DROP INDEX IF EXISTS " + l.Table(probeIndexName(st)) + ";\n"
 	}
 	if !in.needsCutover() {
 		cut.skip = "already done"

@@ -25,12 +25,26 @@ type Settings struct {
 	// Interfaces names the legacy job interfaces exactly
 	// ("importpath.Name"); empty means the default detection.
 	Interfaces []string `json:"interfaces"`
-	// Renames maps "importpath.Old" to "New".
-	Renames map[string]string `json:"renames"`
+	// Renames are the -rename pairs, a list of objects: golangci-lint's
+	// configuration loader splits map keys on '.', so an "importpath.Old"
+	// cannot be a key.
+	Renames []Rename `json:"renames"`
 	// Tables are the queue layout's tables; empty means plain-jobs'.
 	Tables []string `json:"tables"`
 	// AllSQL reports SQL naming unique_key in every package.
 	AllSQL bool `json:"all-sql"`
+}
+
+// Rename is one -rename pair: in .golangci.yml,
+//
+//	renames:
+//	  - old: example.com/app/queue.WithUniqueKey
+//	    new: WithConcurrencyKey
+type Rename struct {
+	// Old is the package-level name to rename, "importpath.Old".
+	Old string `json:"old"`
+	// New is its new name, "New" or "importpath.New" (same package).
+	New string `json:"new"`
 }
 
 // plugin is the golangci-lint plugin.
@@ -44,7 +58,20 @@ func New(settings any) (register.LinterPlugin, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s settings: %w", analyzer.Name, err)
 	}
-	a, err := analyzer.New(analyzer.Config{Interfaces: s.Interfaces, Renames: s.Renames, Tables: s.Tables, AllSQL: s.AllSQL})
+	var renames map[string]string
+	for i, r := range s.Renames {
+		if r.Old == "" || r.New == "" {
+			return nil, fmt.Errorf("%s settings: renames[%d]: want both old (importpath.Old) and new (New), e.g. {old: example.com/app/queue.WithUniqueKey, new: WithConcurrencyKey}", analyzer.Name, i)
+		}
+		if renames == nil {
+			renames = map[string]string{}
+		}
+		if prev, ok := renames[r.Old]; ok && prev != r.New {
+			return nil, fmt.Errorf("%s settings: renames: %s is renamed twice (to %s and %s)", analyzer.Name, r.Old, prev, r.New)
+		}
+		renames[r.Old] = r.New
+	}
+	a, err := analyzer.New(analyzer.Config{Interfaces: s.Interfaces, Renames: renames, Tables: s.Tables, AllSQL: s.AllSQL})
 	if err != nil {
 		return nil, fmt.Errorf("%s settings: %w", analyzer.Name, err)
 	}

@@ -66,7 +66,8 @@ func TestBenchLint(t *testing.T) {
 		`(?m)^  go vet -vettool=migrate-unique \(baseline\) +\S+ +\S+ +\d+ MiB +1\.00 +1\.00$`,
 		`(?m)^  migrate-unique lint +\S+ +\S+ +\d+ MiB +[\d.]+ +[\d.]+$`,
 		`(?m)^  migrate-unique rewrite -diff +\S+ +\S+ +\d+ MiB +[\d.]+ +[\d.]+$`,
-		`(?m)^lint against go vet -vettool: [\d.]+x cpu, [\d.]+x peak memory \(target <= 1\.5\); both exit 1$`,
+		`(?m)^lint against go vet -vettool: [\d.]+x cpu, [\d.]+x peak memory \(targets <= 1\.0 cpu, <= 1\.3 peak\); exit 1$`,
+		`(?m)^rewrite -diff against go vet -vettool: [\d.]+x cpu, [\d.]+x peak memory \(targets <= 1\.0 cpu, <= 1\.3 peak\); exit 1$`,
 	} {
 		if !regexp.MustCompile(p).MatchString(out) {
 			t.Errorf("output lacks %q:\n%s", p, out)
