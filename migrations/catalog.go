@@ -74,7 +74,7 @@ type tableInfo struct {
 	rows        int64 // estimate (reltuples)
 	// rowsUnknown: never analysed (reltuples -1), rows is 0.
 	rowsUnknown bool
-	bytes       int64 // pg_total_relation_size
+	bytes       int64 // pg_total_relation_size (of every partition on a partitioned table)
 	// keyCollation is how the key column orders (layout.CollationSQL).
 	keyCollation string
 	// partitioned says the table is partitioned (relkind p), and
@@ -206,7 +206,12 @@ func inspect(ctx context.Context, q querier, l layout.Resolved) (*inspection, er
 		var cols []string
 		var oid int64
 		err := q.QueryRow(ctx, `
-SELECT c.reltuples::bigint, pg_total_relation_size(c.oid),
+SELECT CASE WHEN c.relkind = 'p' THEN (SELECT CASE WHEN pg_catalog.bool_or(pc.reltuples < 0) THEN -1 ELSE coalesce(pg_catalog.sum(pc.reltuples), 0) END
+                                       FROM pg_catalog.pg_partition_tree(c.oid) AS pt JOIN pg_catalog.pg_class pc ON pc.oid = pt.relid WHERE pt.isleaf)::bigint
+            ELSE c.reltuples::bigint END,
+       CASE WHEN c.relkind = 'p' THEN (SELECT coalesce(pg_catalog.sum(pg_catalog.pg_total_relation_size(pt.relid)), 0)
+                                       FROM pg_catalog.pg_partition_tree(c.oid) AS pt WHERE pt.isleaf)::bigint
+            ELSE pg_total_relation_size(c.oid) END,
        ARRAY(SELECT a.attname::text FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum),
        coalesce((SELECT `+layout.CollationSQL("a.attcollation")+` FROM pg_attribute a
                  WHERE a.attrelid = c.oid AND a.attname IN ($3, $4) AND NOT a.attisdropped LIMIT 1), ''),
