@@ -64,7 +64,9 @@ func readVersionSchema(ctx context.Context, q querier, in *inspection, name stri
 	default:
 		vs.exists, vs.ours = true, strings.HasPrefix(comment, versionSchemaComment)
 	}
-	owner := ""
+	// NULL when there is no table: to_regclass('') is an error ("invalid
+	// name syntax").
+	var owner any
 	if len(in.tables) > 0 && in.tables[0].exists {
 		owner = l.Table(in.tables[0].name)
 	}

@@ -225,7 +225,7 @@ func runPlan(ctx context.Context, e *env, args []string) error {
 		if size := stepSize(s); size != "" {
 			fmt.Fprintf(e.stdout, " (%s)", size)
 		}
-		fmt.Fprintf(e.stdout, "\n  lock:  %s; %s\n", s.Lock, stepHow(s))
+		fmt.Fprintf(e.stdout, "\n  lock:  %s; %s\n  time:  %s\n", s.Lock, stepHow(s), stepTime(s))
 		if s.Phase != "" {
 			fmt.Fprintf(e.stdout, "  phase: %s\n", phaseText[s.Phase])
 		}
@@ -283,6 +283,20 @@ func stepHow(s migrations.PlannedStep) string {
 	return "one statement on its own, outside any transaction"
 }
 
+// stepTime says whether a planned step's time grows with the table and
+// whether writers wait for it.
+func stepTime(s migrations.PlannedStep) string {
+	switch {
+	case s.GrowsWithTable && s.BlocksWriters:
+		return "grows with the table (writers go on); writers wait only for its moments of locking, independent of the table's size"
+	case s.GrowsWithTable:
+		return "grows with the table; writers go on"
+	case s.BlocksWriters:
+		return "independent of the table's size; writers wait for it (at most the lock timeout to get the lock)"
+	}
+	return "independent of the table's size; writers go on"
+}
+
 // stepSize renders the size of the tables a step touches, or "".
 func stepSize(s migrations.PlannedStep) string {
 	switch {
@@ -302,6 +316,9 @@ func summaryLine(s migrations.PlannedStep) string {
 	}
 	if s.Skip != "" {
 		return line + ": skipped, " + s.Skip
+	}
+	if s.GrowsWithTable {
+		return line + ": " + s.Lock + "; grows with the table"
 	}
 	return line + ": " + s.Lock
 }
