@@ -72,7 +72,9 @@ type tableInfo struct {
 	// rowSecurity says row-level security is enabled on the table.
 	rowSecurity bool
 	rows        int64 // estimate (reltuples)
-	// rowsUnknown: never analysed (reltuples -1), rows is 0.
+	// rowsUnknown: never analysed (reltuples -1; before PostgreSQL 14,
+	// which writes 0 there, reltuples and relpages 0 and no analyse or
+	// vacuum recorded in pg_stat_all_tables), rows is 0.
 	rowsUnknown bool
 	bytes       int64 // pg_total_relation_size
 	// keyCollation is how the key column orders (layout.CollationSQL).
@@ -206,13 +208,16 @@ func inspect(ctx context.Context, q querier, l layout.Resolved) (*inspection, er
 		var cols []string
 		var oid int64
 		err := q.QueryRow(ctx, `
-SELECT c.reltuples::bigint, pg_total_relation_size(c.oid),
+SELECT CASE WHEN $5 AND c.reltuples = 0 AND c.relpages = 0 AND NOT EXISTS (
+           SELECT 1 FROM pg_catalog.pg_stat_all_tables s
+           WHERE s.relid = c.oid AND coalesce(s.last_analyze, s.last_autoanalyze, s.last_vacuum, s.last_autovacuum) IS NOT NULL)
+       THEN -1 ELSE c.reltuples END::bigint, pg_total_relation_size(c.oid),
        ARRAY(SELECT a.attname::text FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum),
        coalesce((SELECT `+layout.CollationSQL("a.attcollation")+` FROM pg_attribute a
                  WHERE a.attrelid = c.oid AND a.attname IN ($3, $4) AND NOT a.attisdropped LIMIT 1), ''),
        c.relkind = 'p', c.relrowsecurity, c.oid::int8
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')`, l.Schema, t, layout.KeyColumn, layout.LegacyKeyColumn).Scan(&ti.rows, &ti.bytes, &cols, &ti.keyCollation, &ti.partitioned, &ti.rowSecurity, &oid)
+WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')`, l.Schema, t, layout.KeyColumn, layout.LegacyKeyColumn, in.serverVersion < 140000).Scan(&ti.rows, &ti.bytes, &cols, &ti.keyCollation, &ti.partitioned, &ti.rowSecurity, &oid)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 		case err != nil:
