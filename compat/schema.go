@@ -5,12 +5,13 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/migrate-unique/migrate-unique/internal/qualify"
 	"github.com/migrate-unique/migrate-unique/layout"
 )
 
 // column is what the runtime needs to know of one column.
 type column struct {
-	typ        string // format_type, e.g. character varying(255)
+	typ        string // format_type, e.g. character varying(255); schema.name for a type outside pg_catalog
 	notNull    bool
 	hasDefault bool
 	maxLen     int    // varchar/char length limit in characters; 0: none
@@ -149,16 +150,20 @@ func (s *schema) readRule(ctx context.Context, db Executor) error {
 // catalogQuery reads the layout's columns. The collation column says how
 // the column really orders (layout.CollationSQL); the last column whether a
 // valid index on the table leads with (class, column COLLATE "C").
-var catalogQuery = `SELECT c.relname, a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull, a.atthasdef,
-       CASE WHEN a.atttypid IN ('varchar'::regtype, 'bpchar'::regtype) AND a.atttypmod > 4 THEN a.atttypmod - 4 ELSE 0 END,
+var catalogQuery = `SELECT c.relname, a.attname,
+       CASE WHEN ty.typnamespace = 11 THEN format_type(a.atttypid, a.atttypmod) ELSE quote_ident(tn.nspname) || '.' || quote_ident(ty.typname) END,
+       a.attnotnull, a.atthasdef,
+       CASE WHEN a.atttypid = ANY ('{1043,1042}'::oid[]) AND a.atttypmod > 4 THEN a.atttypmod - 4 ELSE 0 END,
        coalesce(` + layout.CollationSQL("a.attcollation") + `, ''),
        EXISTS (SELECT FROM pg_index i
-               WHERE i.indrelid = c.oid AND i.indisvalid AND i.indnatts >= 2 AND i.indcollation[1] IN (950, 951)
+               WHERE i.indrelid = c.oid AND i.indisvalid AND i.indnatts >= 2 AND i.indcollation[1] = ANY ('{950,951}'::oid[])
                  AND i.indkey[1] = a.attnum AND i.indkey[0] = (SELECT ca.attnum FROM pg_attribute ca WHERE ca.attrelid = c.oid AND ca.attname = $6))
 FROM pg_class c
 JOIN pg_namespace n ON n.oid = c.relnamespace
 JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
-WHERE n.nspname = $1 AND c.relkind IN ('r', 'p') AND c.relname IN ($2, $3, $4, $5)`
+JOIN pg_type ty ON ty.oid = a.atttypid
+JOIN pg_namespace tn ON tn.oid = ty.typnamespace
+WHERE n.nspname = $1::text AND c.relkind = ANY ('{r,p}'::"char"[]) AND c.relname = ANY (ARRAY[$2::text, $3::text, $4::text, $5::text])`
 
 // inspect reads the layout's tables from the catalog and checks that the
 // runtime can work on them.
@@ -167,7 +172,7 @@ func inspect(ctx context.Context, db Executor, l layout.Resolved) (*schema, erro
 	if l.SingleTable() {
 		names = []string{l.JobsTable, "", "", layout.LimitsTable}
 	}
-	rows, err := db.Query(ctx, catalogQuery, l.Schema, names[0], names[1], names[2], names[3], l.ClassColumn)
+	rows, err := db.Query(ctx, qualify.Must(catalogQuery), l.Schema, names[0], names[1], names[2], names[3], l.ClassColumn)
 	if err != nil {
 		return nil, fmt.Errorf("compat: read the catalog for schema %s: %w", layout.Ident(l.Schema), err)
 	}

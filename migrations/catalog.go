@@ -76,7 +76,7 @@ type tableInfo struct {
 	// which writes 0 there, reltuples and relpages 0 and no analyse or
 	// vacuum recorded in pg_stat_all_tables), rows is 0.
 	rowsUnknown bool
-	bytes       int64 // pg_total_relation_size
+	bytes       int64 // pg_total_relation_size (of every partition on a partitioned table)
 	// keyCollation is how the key column orders (layout.CollationSQL).
 	keyCollation string
 	// partitioned says the table is partitioned (relkind p), and
@@ -197,6 +197,18 @@ func (in *inspection) table(name string) *tableInfo {
 	return nil
 }
 
+// tuplesSQL is the row estimate of the pg_class row alias: reltuples, or
+// -1 when the table was never analysed. PostgreSQL 14 and later write -1
+// there; older servers write 0, so with $5 (the server is older than 14)
+// reltuples and relpages 0 with no analyse or vacuum recorded in
+// pg_stat_all_tables read as -1 too.
+func tuplesSQL(alias string) string {
+	return `CASE WHEN $5 AND ` + alias + `.reltuples = 0 AND ` + alias + `.relpages = 0 AND NOT EXISTS (
+           SELECT 1 FROM pg_catalog.pg_stat_all_tables s
+           WHERE s.relid = ` + alias + `.oid AND coalesce(s.last_analyze, s.last_autoanalyze, s.last_vacuum, s.last_autovacuum) IS NOT NULL)
+       THEN -1 ELSE ` + alias + `.reltuples END`
+}
+
 func inspect(ctx context.Context, q querier, l layout.Resolved) (*inspection, error) {
 	in := &inspection{l: l, indexes: map[string][]indexInfo{}}
 	if err := q.QueryRow(ctx, "SELECT current_setting('server_version_num')::int, EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)", l.Schema).
@@ -208,10 +220,12 @@ func inspect(ctx context.Context, q querier, l layout.Resolved) (*inspection, er
 		var cols []string
 		var oid int64
 		err := q.QueryRow(ctx, `
-SELECT CASE WHEN $5 AND c.reltuples = 0 AND c.relpages = 0 AND NOT EXISTS (
-           SELECT 1 FROM pg_catalog.pg_stat_all_tables s
-           WHERE s.relid = c.oid AND coalesce(s.last_analyze, s.last_autoanalyze, s.last_vacuum, s.last_autovacuum) IS NOT NULL)
-       THEN -1 ELSE c.reltuples END::bigint, pg_total_relation_size(c.oid),
+SELECT CASE WHEN c.relkind = 'p' THEN (SELECT CASE WHEN pg_catalog.bool_or(`+tuplesSQL("pc")+` < 0) THEN -1 ELSE coalesce(pg_catalog.sum(`+tuplesSQL("pc")+`), 0) END
+                                       FROM pg_catalog.pg_partition_tree(c.oid) AS pt JOIN pg_catalog.pg_class pc ON pc.oid = pt.relid WHERE pt.isleaf)::bigint
+            ELSE (`+tuplesSQL("c")+`)::bigint END,
+       CASE WHEN c.relkind = 'p' THEN (SELECT coalesce(pg_catalog.sum(pg_catalog.pg_total_relation_size(pt.relid)), 0)
+                                       FROM pg_catalog.pg_partition_tree(c.oid) AS pt WHERE pt.isleaf)::bigint
+            ELSE pg_total_relation_size(c.oid) END,
        ARRAY(SELECT a.attname::text FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum),
        coalesce((SELECT `+layout.CollationSQL("a.attcollation")+` FROM pg_attribute a
                  WHERE a.attrelid = c.oid AND a.attname IN ($3, $4) AND NOT a.attisdropped LIMIT 1), ''),

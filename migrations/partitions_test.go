@@ -537,3 +537,45 @@ func TestOnOnlyWaitsBoundedForAnOpenWriter(t *testing.T) {
 		t.Fatalf("up ended %s after retries %q; want a bounded wait of the ON ONLY step, retried", rep.After, retried)
 	}
 }
+
+// A duplicate that arrives after down's scan stops the rebuild of the
+// unique rule on a partitioned table, and nothing of the rule is left: not
+// the parent's index, nor any partition's (they would reject duplicates).
+func TestPartitionedRebuildStoppedByADuplicateLeavesNothing(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	url := testdb.New(t)
+	conn := testdb.Connect(t, url)
+	if _, err := conn.Exec(ctx, partitionedPlainJobs(3)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := migrations.Up(ctx, url, partitionedLayout, migrations.Options{}); err != nil {
+		t.Fatalf("up: %v", err)
+	}
+	_, err := migrations.Down(ctx, url, partitionedLayout, migrations.Options{BeforeStep: func(ctx context.Context, s migrations.StepResult) {
+		if strings.HasPrefix(s.Name, "rebuild unique rule") {
+			if _, err := conn.Exec(ctx, `INSERT INTO pq.jobrequest (created_at, job_class, concurrency_key) VALUES ($1::timestamptz, 'app.Dup', 'dup'), ($1::timestamptz, 'app.Dup', 'dup')`, month(2)); err != nil {
+				t.Error(err)
+			}
+		}
+	}})
+	var de *migrations.DuplicatesError
+	if !errors.As(err, &de) || !strings.Contains(err.Error(), `class "app.Dup", key "dup, `) {
+		t.Fatalf("down: %v, want the duplicates that arrived during the rebuild", err)
+	}
+	var left []string
+	rows, err := conn.Query(ctx, `SELECT c.relname::text FROM pg_class c JOIN pg_index x ON x.indexrelid = c.oid JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = 'pq' AND x.indisunique AND NOT x.indisprimary`)
+	if err == nil {
+		left, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left) > 0 {
+		t.Fatalf("the stopped rebuild left unique indexes: %v", left)
+	}
+	if _, err := conn.Exec(ctx, `INSERT INTO pq.jobrequest (created_at, job_class, concurrency_key) VALUES ($1::timestamptz, 'app.Dup', 'dup')`, month(0)); err != nil {
+		t.Fatalf("an insert after the stopped down: %v", err)
+	}
+}

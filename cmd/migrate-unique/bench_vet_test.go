@@ -42,7 +42,7 @@ func TestBenchUsage(t *testing.T) {
 	}{
 		{nil, 2, "Usage: migrate-unique bench NAME [flags]"},
 		{[]string{"-h"}, 0, "\n  admission  "},
-		{[]string{"nosuch"}, 2, `unknown benchmark "nosuch"; choose one of admission, lint, migration, rewrite, slots, vet`},
+		{[]string{"nosuch"}, 2, `unknown benchmark "nosuch"; choose one of admission, dashboard, lint, migration, rewrite, slots, vet`},
 	} {
 		code, out, errOut := runCLI(t, append([]string{"bench"}, tc.args...)...)
 		if code != tc.code || out != "" || !strings.Contains(errOut, tc.want) {
