@@ -11,7 +11,7 @@ import (
 // the findings the generator made, and the summary gives both tools' figures
 // and their ratio. No time is asserted.
 func TestBenchVet(t *testing.T) {
-	bin := buildTool(t)
+	bin := builtTool(t)
 	out, code := runIn(t, t.TempDir(), bin, "bench", "vet", "-packages", "2", "-jobs", "4", "-runs", "1")
 	if code != 0 {
 		t.Fatalf("bench vet exited %d:\n%s", code, out)
@@ -55,7 +55,7 @@ func TestBenchUsage(t *testing.T) {
 // and plain go vet measured, each as a ratio to go vet -vettool, and lint
 // and the vet tool agreeing on the exit status. No figure is asserted.
 func TestBenchLint(t *testing.T) {
-	bin := buildTool(t)
+	bin := builtTool(t)
 	out, code := runIn(t, t.TempDir(), bin, "bench", "lint", "-packages", "2", "-jobs", "4", "-runs", "1")
 	if code != 0 {
 		t.Fatalf("bench lint exited %d:\n%s", code, out)
