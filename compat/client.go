@@ -26,10 +26,17 @@ var (
 	// key too long for the column or containing a NUL byte, empty class).
 	// Nothing is inserted.
 	ErrInvalidJob = errors.New("invalid job")
-	// ErrNotMigrated: the job needs the migrated schema (a limit above 1,
-	// a key without a limit, or skip records) and the database still has
-	// unique_key.
+	// ErrNotMigrated: the job wants skip records and the layout has no
+	// column to keep them in yet (`migrate-unique up --expand` or `up`
+	// adds it).
 	ErrNotMigrated = errors.New("the database is not migrated")
+	// ErrLayoutChanged: a migration phase (up --expand, complete, down)
+	// changed the queue's tables under an EnqueueTx on the migrated layout,
+	// and the caller's transaction is aborted. Nothing was inserted. Roll
+	// back and run the transaction again: the client has read the layout
+	// again. (On a legacy or expanded layout the enqueue runs under a
+	// savepoint and retries by itself.)
+	ErrLayoutChanged = errors.New("the queue's layout changed under the transaction")
 	// ErrSchema: the layout's tables are missing or not a queue.
 	ErrSchema = errors.New("unusable queue schema")
 )
@@ -76,20 +83,41 @@ type Result struct {
 // Inserted reports whether the job was enqueued.
 func (r Result) Inserted() bool { return r.Skipped == nil }
 
+// SkipReason says what kept a job out.
+type SkipReason string
+
+// The reasons of a Skip.
+const (
+	// SkipLimit: the group's active jobs reached its limit.
+	SkipLimit SkipReason = "concurrency_limit"
+	// SkipUniqueRule: the group was below its limit (or had none), but the
+	// unique rule on the key still stands (a legacy or expanded layout, or
+	// one that down is rolling back) and already holds a job of the key
+	// that it covers: plain-jobs 0.37's partial unique index allows one
+	// pending first attempt per (class, key). Skip.Rule names the index.
+	// Limits above 1 take effect when the migration completes.
+	SkipUniqueRule SkipReason = "unique_rule"
+)
+
 // Skip says why a job was not enqueued.
 type Skip struct {
+	// Reason is what kept the job out: SkipLimit or SkipUniqueRule.
+	Reason SkipReason
+	// Rule names the unique index that refused the job (SkipUniqueRule).
+	Rule string
 	// Group is the group's name: class, or class::key.
 	Group string
 	// Class and Key are the group's class and key (the schedule prefix in
 	// no-overlap mode).
 	Class, Key string
-	// Limit is the limit that applied (the override when there is one) and
-	// Active the active jobs counted. Admission counts only up to the limit
-	// (its cost never grows with the backlog), so Active is at most Limit
-	// and says the group is full, not how full: under a limit of 0 (an
-	// override or a paused class) it is 0 whatever the group holds. A
-	// message to a person names the limit; 'migrate-unique concurrency
-	// status GROUP' counts the group's queued and running jobs.
+	// Limit is the limit that applied (the override when there is one; 0
+	// with SkipUniqueRule when the job has none) and Active the active jobs
+	// counted. Admission counts only up to the limit (its cost never grows
+	// with the backlog), so Active is at most Limit and says the group is
+	// full, not how full: under a limit of 0 (an override or a paused class)
+	// it is 0 whatever the group holds. A message to a person names the
+	// limit; 'migrate-unique concurrency status GROUP' counts the group's
+	// queued and running jobs.
 	Limit, Active int
 	// Holders are the active jobs that hold the group.
 	Holders []JobRef
@@ -118,6 +146,10 @@ type Client struct {
 
 	mu     sync.Mutex
 	schema *schema
+	// schemaAt is when schema was read: it is read again after
+	// schemaRefresh, so that a client sees what a migration phase added
+	// without breaking any statement (up --expand's overrides table).
+	schemaAt time.Time
 	// explicitTx is set once an own transaction was found above READ
 	// COMMITTED: own transactions are then begun at READ COMMITTED.
 	explicitTx atomic.Bool
@@ -225,10 +257,14 @@ func (c *Client) EnqueueManyTx(ctx context.Context, db DB, jobs []Job) (res []Re
 	}()
 
 	res, err = c.enqueue(ctx, db, jobs, trace.SpanContextFromContext(ctx))
-	for retry := 0; err != nil && isStaleSchema(err) && !db.InTx() && retry < staleRetries; retry++ {
-		// The migration renamed a column or dropped a table under us:
-		// read the catalog again.
+	for retry := 0; err != nil && isStaleSchema(err) && retry < staleRetries; retry++ {
+		// A migration phase renamed a column, dropped a table or rebuilt
+		// the unique rule under us: read the catalog again and retry, in
+		// a caller's transaction only when a savepoint kept it usable.
 		c.forget()
+		if db.InTx() && !rolledBackTo(err) {
+			return nil, fmt.Errorf("%w (roll back and run the transaction again): %w", ErrLayoutChanged, err)
+		}
 		res, err = c.enqueue(ctx, db, jobs, trace.SpanContextFromContext(ctx))
 	}
 	if err != nil && isStaleSchema(err) {
@@ -258,27 +294,41 @@ func (c *Client) EnqueueManyTx(ctx context.Context, db DB, jobs []Job) (res []Re
 // that waited for the first change can find the second on its retry.
 const staleRetries = 3
 
-// isStaleSchema reports an error from a column or table the cached schema
-// named and the database no longer has. The SQLSTATE is read as every
-// driver reports it (see sqlState), so a client over database/sql with
-// lib/pq recovers as one over pgx does.
+// isStaleSchema reports an error from a layout that changed under the
+// cached schema: a column or table it named that the database no longer
+// has (42703, 42P01), a unique rule it did not know of (23505: down rebuilt
+// the rule; read again, the admission inserts with ON CONFLICT and the job
+// is a Skip), or one it knew of that is gone (42P10: no index for ON
+// CONFLICT). The SQLSTATE is read as every driver reports it (see
+// sqlState), so a client over database/sql with lib/pq recovers as one over
+// pgx does.
 func isStaleSchema(err error) bool {
-	code := sqlState(err)
-	return code == "42703" || code == "42P01"
+	switch sqlState(err) {
+	case "42703", "42P01", "23505", "42P10":
+		return true
+	}
+	return false
 }
 
-// loadSchema returns the cached catalog view, reading it on first use.
+// schemaRefresh is how long a client trusts its catalog view when no
+// statement found it stale: up --expand adds the overrides table and the
+// skip-metadata column without breaking any statement, and a client sees
+// them at most this long after.
+const schemaRefresh = 10 * time.Second
+
+// loadSchema returns the cached catalog view, reading it on first use and
+// again once it is older than schemaRefresh.
 func (c *Client) loadSchema(ctx context.Context, db Executor) (*schema, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.schema != nil {
+	if c.schema != nil && time.Since(c.schemaAt) < schemaRefresh {
 		return c.schema, nil
 	}
 	s, err := inspect(ctx, db, c.l)
 	if err != nil {
 		return nil, err
 	}
-	c.schema = s
+	c.schema, c.schemaAt = s, time.Now()
 	return s, nil
 }
 
@@ -296,12 +346,6 @@ func (c *Client) prepare(s *schema, jobs []Job, sc trace.SpanContext) ([]*admiss
 		id := IdentityOf(j.Value)
 		if err := id.validate(j.Class, maxLen); err != nil {
 			return nil, fmt.Errorf("compat: job %d: %w", i, err)
-		}
-		if !s.migrated && id.Limited && id.Limit > 1 {
-			return nil, fmt.Errorf("compat: job class %s key %q: limit %d: %w: the key column is still %s, which allows one job per key; run `migrate-unique up` first, or keep the limit at 1", j.Class, id.Key, id.Limit, ErrNotMigrated, layout.LegacyKeyColumn)
-		}
-		if !s.migrated && id.Key != "" && !id.Limited {
-			return nil, fmt.Errorf("compat: job class %s key %q without a limit: %w: the unique rule on %s still allows one active job per key; run `migrate-unique up` first, or give the job limit 1", j.Class, id.Key, ErrNotMigrated, layout.LegacyKeyColumn)
 		}
 		rec, _ := j.Value.(SkipRecorder)
 		adm := &admission{job: j, id: id, lockKey: id.Key, record: rec != nil && rec.ConcurrencySkipRecord()}
@@ -371,7 +415,10 @@ func (c *Client) enqueue(ctx context.Context, db DB, jobs []Job, sc trace.SpanCo
 // admit runs the admission protocol for adms through db and writes the skip
 // records the blocked ones want.
 func (c *Client) admit(ctx context.Context, db DB, s *schema, adms []*admission) ([]Result, error) {
-	if len(adms) >= batchMinJobs {
+	if len(adms) >= batchMinJobs && s.rule == nil {
+		// While a unique rule stands, each job's insert has its own ON
+		// CONFLICT outcome: the jobs go one statement each (below), in the
+		// same transaction and lock order.
 		return c.admitBatch(ctx, db, s, adms)
 	}
 	plans := planLocks(adms)
@@ -394,6 +441,14 @@ func (c *Client) admit(ctx context.Context, db DB, s *schema, adms []*admission)
 	if err := c.admitStatements(ctx, db, s, qs); err != nil {
 		return nil, c.admitError(adms, err)
 	}
+	if len(adms) == 1 && s.ruleRefusedUnseen(outs[0]) {
+		// The rule refused the job for a row committed after the count's
+		// snapshot (a writer that takes no lock: plain-jobs 0.37). Nothing
+		// was inserted: count again, so that the Skip shows that row.
+		if err := c.admitStatements(ctx, db, s, qs); err != nil {
+			return nil, c.admitError(adms, err)
+		}
+	}
 	res := make([]Result, len(adms))
 	var records []query
 	for i, o := range outs {
@@ -405,8 +460,11 @@ func (c *Client) admit(ctx context.Context, db DB, s *schema, adms []*admission)
 			}
 			continue
 		}
-		sk := &Skip{Group: layout.GroupName(a.job.Class, a.lockKey), Class: a.job.Class, Key: a.lockKey,
+		sk := &Skip{Reason: SkipLimit, Group: layout.GroupName(a.job.Class, a.lockKey), Class: a.job.Class, Key: a.lockKey,
 			Active: int(o.active), Holders: parseHolders(o.holders)}
+		if s.ruleRefused(o) {
+			sk.Reason, sk.Rule = SkipUniqueRule, s.rule.name
+		}
 		if o.limit != nil {
 			// Each active table is read up to the limit: report the
 			// first limit of them, in the order they were read.

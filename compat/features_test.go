@@ -341,8 +341,10 @@ func TestScheduledKeys(t *testing.T) {
 }
 
 // TestBeforeAndAfterTheMigration: on the legacy schema limit 1 behaves as
-// the old queue and a higher limit names the migration; when the migration
-// runs under a live client, the client follows the renamed column.
+// the old queue, and a higher limit or a key without one admits what the
+// unique rule allows and reports the rest as a Skip naming the rule; when
+// the migration runs under a live client, the client follows the renamed
+// column and the limits above 1 take effect.
 func TestBeforeAndAfterTheMigration(t *testing.T) {
 	for _, s := range legacy.All {
 		t.Run(s.Name, func(t *testing.T) {
@@ -360,14 +362,25 @@ func TestBeforeAndAfterTheMigration(t *testing.T) {
 					t.Fatalf("keyless on the legacy schema: %+v %v", r, err)
 				}
 			}
-			for _, v := range []any{limited("y", 3), keyedJob{key: "y"}, limited("", 2)} {
-				_, err = q.c.Enqueue(ctx, Job{Class: "new", Value: v})
-				if !errors.Is(err, ErrNotMigrated) || !strings.Contains(err.Error(), "migrate-unique up") {
-					t.Fatalf("%+v before the migration: %v", v, err)
+			first, err := q.c.Enqueue(ctx, Job{Class: "new", Value: limited("y", 3)})
+			if err != nil || !first.Inserted() {
+				t.Fatalf("limit 3 before the migration, first job: %+v %v", first, err)
+			}
+			rule := map[string]string{"plainjobs": "plainjobs_jobrequest_unique_job_class_key", "teamqueue": "JobRequests_Kind_UniqueKey_uniq", "singletable": "jobs_active_unique_key"}[s.Name]
+			for _, v := range []any{limited("y", 3), keyedJob{key: "y"}} {
+				r, err := q.c.Enqueue(ctx, Job{Class: "new", Value: v})
+				if err != nil || r.Inserted() || r.Skipped.Reason != SkipUniqueRule || r.Skipped.Rule != rule || r.Skipped.Group != "new::y" {
+					t.Fatalf("%+v before the migration, with one job of the key active: %+v %v; want a Skip by the unique rule %s", v, r.Skipped, err, rule)
+				}
+				if v.(keyedJob).limited && (len(r.Skipped.Holders) != 1 || r.Skipped.Holders[0].ID != first.ID) {
+					t.Fatalf("%+v before the migration: holders %+v, want the job %d the rule keeps", v, r.Skipped.Holders, first.ID)
 				}
 			}
-			if n := q.count(t, q.l.Tables()[0]); n != 3 {
-				t.Fatalf("%d rows after the refused jobs, want the 3 admitted", n)
+			if r, err := q.c.Enqueue(ctx, Job{Class: "new", Value: limited("", 2)}); err != nil || !r.Inserted() {
+				t.Fatalf("class-wide limit 2 before the migration (the rule covers no empty key): %+v %v", r, err)
+			}
+			if n := q.count(t, q.l.Tables()[0]); n != 5 {
+				t.Fatalf("%d rows after the refused jobs, want the 5 admitted", n)
 			}
 			// A second client whose cached view of the schema will go stale.
 			stale, err := NewClient(Pgx(q.pool), q.l.Layout)
@@ -381,10 +394,13 @@ func TestBeforeAndAfterTheMigration(t *testing.T) {
 			if r, err := stale.Enqueue(ctx, Job{Class: "stale", Value: legacyJob{"z"}}); err != nil || r.Inserted() {
 				t.Fatalf("stale client after the migration (renamed column): %+v %v", r, err)
 			}
-			for i := range 3 {
+			for i := range 2 {
 				if r, err := q.c.Enqueue(ctx, Job{Class: "new", Value: limited("y", 3)}); err != nil || !r.Inserted() {
-					t.Fatalf("limit 3 after the migration, job %d: %+v %v", i, r, err)
+					t.Fatalf("limit 3 after the migration, job %d: %+v %v", i+2, r, err)
 				}
+			}
+			if r, err := q.c.Enqueue(ctx, Job{Class: "new", Value: limited("y", 3)}); err != nil || r.Inserted() || r.Skipped.Reason != SkipLimit || r.Skipped.Active != 3 {
+				t.Fatalf("limit 3 after the migration, job 4: %+v %v; want a Skip at the limit", r, err)
 			}
 			if r, err := q.c.Enqueue(ctx, Job{Class: "old", Value: legacyJob{"x"}}); err != nil || r.Inserted() {
 				t.Fatalf("legacy duplicate after the migration: %+v %v", r, err)

@@ -5,12 +5,13 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/migrate-unique/migrate-unique/internal/qualify"
 	"github.com/migrate-unique/migrate-unique/layout"
 )
 
 // column is what the runtime needs to know of one column.
 type column struct {
-	typ        string // format_type, e.g. character varying(255)
+	typ        string // format_type, e.g. character varying(255); schema.name for a type outside pg_catalog
 	notNull    bool
 	hasDefault bool
 	maxLen     int    // varchar/char length limit in characters; 0: none
@@ -64,24 +65,112 @@ type schema struct {
 	// deterministic is false for a nondeterministic key collation, whose
 	// equality is not byte equality.
 	deterministic bool
+	// rule is the unique rule on the key that still stands on the table new
+	// jobs go to (legacy and expanded layouts; a layout that down is
+	// rolling back once it rebuilt the rule), nil when there is none.
+	rule *uniqueRule
 
 	texts  sync.Map // statement shape -> text
 	fields sync.Map // table name -> []rowField
 }
 
+// uniqueRule is a unique index whose key is (class, key): plain-jobs 0.37's
+// partial unique index, a team's unique constraint. While it stands it
+// refuses a second row of a key it covers whatever the job's limit; the
+// admission then inserts with ON CONFLICT DO NOTHING and reports the job it
+// refused as a Skip with Reason SkipUniqueRule.
+type uniqueRule struct {
+	name string
+	// valid is false while the index is being built (down rebuilds it
+	// CONCURRENTLY): it already refuses duplicates, but ON CONFLICT cannot
+	// name it as its arbiter yet. It is false too for a predicate
+	// internal/qualify cannot render on any search_path.
+	valid bool
+	// cols are its key columns in index order; pred its predicate as the
+	// catalog renders it ("" for none).
+	cols [2]string
+	pred string
+}
+
+// onConflict is the clause of the insert of new jobs while the rule
+// stands: the rule (columns and predicate) as the arbiter, so that only
+// the rule's refusal becomes a skip and any other unique violation stays an
+// error; any unique index while the rule is not valid yet.
+func (r *uniqueRule) onConflict() string {
+	if r == nil {
+		return ""
+	}
+	if !r.valid {
+		return "\n    ON CONFLICT DO NOTHING"
+	}
+	c := "\n    ON CONFLICT (" + layout.Ident(r.cols[0]) + ", " + layout.Ident(r.cols[1]) + ")"
+	if r.pred != "" {
+		c += " WHERE " + r.pred
+	}
+	return c + " DO NOTHING"
+}
+
+// ruleQuery finds the unique indexes, ready to refuse duplicates, whose key
+// is exactly (class column, key column) on the table new jobs go to, the
+// valid ones first. pg_get_expr renders the predicate for the session's
+// search_path, which is the one the admission's statements run under;
+// an operator that search_path would not find is rendered qualified.
+const ruleQuery = `SELECT ic.relname::pg_catalog.text, i.indisvalid,
+       a0.attname::pg_catalog.text, a1.attname::pg_catalog.text,
+       COALESCE(pg_catalog.pg_get_expr(i.indpred, i.indrelid), '')
+FROM pg_catalog.pg_index i
+JOIN pg_catalog.pg_class t ON t.oid OPERATOR(pg_catalog.=) i.indrelid
+JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) t.relnamespace
+JOIN pg_catalog.pg_class ic ON ic.oid OPERATOR(pg_catalog.=) i.indexrelid
+JOIN pg_catalog.pg_attribute a0 ON a0.attrelid OPERATOR(pg_catalog.=) i.indrelid AND a0.attnum OPERATOR(pg_catalog.=) i.indkey[0]
+JOIN pg_catalog.pg_attribute a1 ON a1.attrelid OPERATOR(pg_catalog.=) i.indrelid AND a1.attnum OPERATOR(pg_catalog.=) i.indkey[1]
+WHERE n.nspname OPERATOR(pg_catalog.=) $1::pg_catalog.text AND t.relname OPERATOR(pg_catalog.=) $2::pg_catalog.text
+  AND i.indisunique AND i.indisready AND i.indnkeyatts OPERATOR(pg_catalog.=) 2 AND i.indexprs IS NULL
+  AND ARRAY[a0.attname, a1.attname]::pg_catalog.text[] OPERATOR(pg_catalog.@>) ARRAY[$3::pg_catalog.text, $4::pg_catalog.text]
+ORDER BY i.indisvalid DESC, ic.relname`
+
+// readRule reads the unique rule on s's key, if one stands.
+func (s *schema) readRule(ctx context.Context, db Executor) error {
+	rows, err := db.Query(ctx, qualify.Must(ruleQuery), s.l.Schema, s.requests.name, s.l.ClassColumn, s.keyCol)
+	if err != nil {
+		return fmt.Errorf("compat: read the unique rule of %s: %w", s.l.Table(s.requests.name), err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var r uniqueRule
+		if err := rows.Scan(&r.name, &r.valid, &r.cols[0], &r.cols[1], &r.pred); err != nil {
+			return fmt.Errorf("compat: read the unique rule: %w", err)
+		}
+		if _, err := qualify.SQL("SELECT WHERE " + r.pred); r.pred != "" && err != nil {
+			// A predicate the admission's text could not be qualified
+			// with (NULLIF, IS DISTINCT FROM, ...): any unique index is
+			// the arbiter, as while the rule is not valid.
+			r.valid, r.pred = false, ""
+		}
+		if s.rule == nil {
+			s.rule = &r
+		}
+	}
+	return rows.Err()
+}
+
 // catalogQuery reads the layout's columns. The collation column says how
 // the column really orders (layout.CollationSQL); the last column whether a
 // valid index on the table leads with (class, column COLLATE "C").
-var catalogQuery = `SELECT c.relname, a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull, a.atthasdef,
-       CASE WHEN a.atttypid IN ('varchar'::regtype, 'bpchar'::regtype) AND a.atttypmod > 4 THEN a.atttypmod - 4 ELSE 0 END,
+var catalogQuery = `SELECT c.relname, a.attname,
+       CASE WHEN ty.typnamespace = 11 THEN format_type(a.atttypid, a.atttypmod) ELSE quote_ident(tn.nspname) || '.' || quote_ident(ty.typname) END,
+       a.attnotnull, a.atthasdef,
+       CASE WHEN a.atttypid = ANY ('{1043,1042}'::oid[]) AND a.atttypmod > 4 THEN a.atttypmod - 4 ELSE 0 END,
        coalesce(` + layout.CollationSQL("a.attcollation") + `, ''),
        EXISTS (SELECT FROM pg_index i
-               WHERE i.indrelid = c.oid AND i.indisvalid AND i.indnatts >= 2 AND i.indcollation[1] IN (950, 951)
+               WHERE i.indrelid = c.oid AND i.indisvalid AND i.indnatts >= 2 AND i.indcollation[1] = ANY ('{950,951}'::oid[])
                  AND i.indkey[1] = a.attnum AND i.indkey[0] = (SELECT ca.attnum FROM pg_attribute ca WHERE ca.attrelid = c.oid AND ca.attname = $6))
 FROM pg_class c
 JOIN pg_namespace n ON n.oid = c.relnamespace
 JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
-WHERE n.nspname = $1 AND c.relkind IN ('r', 'p') AND c.relname IN ($2, $3, $4, $5)`
+JOIN pg_type ty ON ty.oid = a.atttypid
+JOIN pg_namespace tn ON tn.oid = ty.typnamespace
+WHERE n.nspname = $1::text AND c.relkind = ANY ('{r,p}'::"char"[]) AND c.relname = ANY (ARRAY[$2::text, $3::text, $4::text, $5::text])`
 
 // inspect reads the layout's tables from the catalog and checks that the
 // runtime can work on them.
@@ -90,7 +179,7 @@ func inspect(ctx context.Context, db Executor, l layout.Resolved) (*schema, erro
 	if l.SingleTable() {
 		names = []string{l.JobsTable, "", "", layout.LimitsTable}
 	}
-	rows, err := db.Query(ctx, catalogQuery, l.Schema, names[0], names[1], names[2], names[3], l.ClassColumn)
+	rows, err := db.Query(ctx, qualify.Must(catalogQuery), l.Schema, names[0], names[1], names[2], names[3], l.ClassColumn)
 	if err != nil {
 		return nil, fmt.Errorf("compat: read the catalog for schema %s: %w", layout.Ident(l.Schema), err)
 	}
@@ -166,6 +255,9 @@ func inspect(ctx context.Context, db Executor, l layout.Resolved) (*schema, erro
 		}
 	}
 	s.migrated = s.keyCol == layout.KeyColumn
+	if err := s.readRule(ctx, db); err != nil {
+		return nil, err
+	}
 	s.bytewise, s.deterministic = layout.Ordering(s.requests.cols[s.keyCol].collation)
 	return s, nil
 }

@@ -44,6 +44,21 @@ type SavedUnique struct {
 	// Deferrable and Deferred carry the constraint's timing.
 	Deferrable bool `json:"deferrable"`
 	Deferred   bool `json:"deferred"`
+	// Partitions lists, for a unique index on a partitioned table, each
+	// partition's own index (attached to it), so that down rebuilds each
+	// under its name and definition; empty otherwise.
+	Partitions []SavedPartition `json:"partitions"`
+}
+
+// SavedPartition is one partition's index of a saved unique index on a
+// partitioned table.
+type SavedPartition struct {
+	// Table is the partition, schema-qualified; Index its index's name.
+	Table string `json:"table"`
+	Index string `json:"index"`
+	// Definition is pg_get_indexdef before the rename, Rebuild after it.
+	Definition string `json:"definition"`
+	Rebuild    string `json:"rebuild"`
 }
 
 // tableInfo is what the catalog says about one table of the layout.
@@ -57,13 +72,19 @@ type tableInfo struct {
 	// rowSecurity says row-level security is enabled on the table.
 	rowSecurity bool
 	rows        int64 // estimate (reltuples)
-	// rowsUnknown: never analysed (reltuples -1), rows is 0.
+	// rowsUnknown: never analysed (reltuples -1; before PostgreSQL 14,
+	// which writes 0 there, reltuples and relpages 0 and no analyse or
+	// vacuum recorded in pg_stat_all_tables), rows is 0.
 	rowsUnknown bool
-	bytes       int64 // pg_total_relation_size
+	bytes       int64 // pg_total_relation_size (of every partition on a partitioned table)
 	// keyCollation is how the key column orders (layout.CollationSQL).
 	keyCollation string
-	// partitioned says the table is partitioned (relkind p).
+	// partitioned says the table is partitioned (relkind p), and
+	// partitions lists its partitions (direct ones).
 	partitioned bool
+	partitions  []partitionRef
+	// oid identifies the table (0 when it does not exist).
+	oid uint32
 }
 
 // keyBytewise reports whether the key column sorts bytewise, so that a
@@ -90,6 +111,19 @@ type indexInfo struct {
 	constraint              string
 	definition              string
 	hasExpressionsOrInclude bool
+	// unindexed lists, for an index on a partitioned table, the partitions
+	// (quoted) that have no index attached to it: the index is INVALID
+	// until none is left.
+	unindexed []string
+}
+
+// unindexedNote names, for an index on a partitioned table, the partitions
+// that lack their index: "" otherwise.
+func (ix indexInfo) unindexedNote() string {
+	if len(ix.unindexed) == 0 {
+		return ""
+	}
+	return " (partitions without it: " + strings.Join(ix.unindexed, ", ") + ")"
 }
 
 func (ix indexInfo) coversKey() bool {
@@ -106,6 +140,8 @@ type versionRow struct {
 	// when; both are cleared when up finishes (down deletes the row).
 	step          string
 	stepStartedAt time.Time
+	// savedTables are the tables of saved, by oid (0: gone).
+	savedTables []uint32
 	// versionSchema is the version schema up --expand created ("" when
 	// none), kept after complete until up --contract (expand.go).
 	versionSchema string
@@ -161,6 +197,18 @@ func (in *inspection) table(name string) *tableInfo {
 	return nil
 }
 
+// tuplesSQL is the row estimate of the pg_class row alias: reltuples, or
+// -1 when the table was never analysed. PostgreSQL 14 and later write -1
+// there; older servers write 0, so with $5 (the server is older than 14)
+// reltuples and relpages 0 with no analyse or vacuum recorded in
+// pg_stat_all_tables read as -1 too.
+func tuplesSQL(alias string) string {
+	return `CASE WHEN $5 AND ` + alias + `.reltuples = 0 AND ` + alias + `.relpages = 0 AND NOT EXISTS (
+           SELECT 1 FROM pg_catalog.pg_stat_all_tables s
+           WHERE s.relid = ` + alias + `.oid AND coalesce(s.last_analyze, s.last_autoanalyze, s.last_vacuum, s.last_autovacuum) IS NOT NULL)
+       THEN -1 ELSE ` + alias + `.reltuples END`
+}
+
 func inspect(ctx context.Context, q querier, l layout.Resolved) (*inspection, error) {
 	in := &inspection{l: l, indexes: map[string][]indexInfo{}}
 	if err := q.QueryRow(ctx, "SELECT current_setting('server_version_num')::int, EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)", l.Schema).
@@ -170,20 +218,26 @@ func inspect(ctx context.Context, q querier, l layout.Resolved) (*inspection, er
 	for _, t := range l.Tables() {
 		ti := tableInfo{name: t, columns: map[string]bool{}}
 		var cols []string
+		var oid int64
 		err := q.QueryRow(ctx, `
-SELECT c.reltuples::bigint, pg_total_relation_size(c.oid),
+SELECT CASE WHEN c.relkind = 'p' THEN (SELECT CASE WHEN pg_catalog.bool_or(`+tuplesSQL("pc")+` < 0) THEN -1 ELSE coalesce(pg_catalog.sum(`+tuplesSQL("pc")+`), 0) END
+                                       FROM pg_catalog.pg_partition_tree(c.oid) AS pt JOIN pg_catalog.pg_class pc ON pc.oid = pt.relid WHERE pt.isleaf)::bigint
+            ELSE (`+tuplesSQL("c")+`)::bigint END,
+       CASE WHEN c.relkind = 'p' THEN (SELECT coalesce(pg_catalog.sum(pg_catalog.pg_total_relation_size(pt.relid)), 0)
+                                       FROM pg_catalog.pg_partition_tree(c.oid) AS pt WHERE pt.isleaf)::bigint
+            ELSE pg_total_relation_size(c.oid) END,
        ARRAY(SELECT a.attname::text FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum),
        coalesce((SELECT `+layout.CollationSQL("a.attcollation")+` FROM pg_attribute a
                  WHERE a.attrelid = c.oid AND a.attname IN ($3, $4) AND NOT a.attisdropped LIMIT 1), ''),
-       c.relkind = 'p', c.relrowsecurity
+       c.relkind = 'p', c.relrowsecurity, c.oid::int8
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')`, l.Schema, t, layout.KeyColumn, layout.LegacyKeyColumn).Scan(&ti.rows, &ti.bytes, &cols, &ti.keyCollation, &ti.partitioned, &ti.rowSecurity)
+WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')`, l.Schema, t, layout.KeyColumn, layout.LegacyKeyColumn, in.serverVersion < 140000).Scan(&ti.rows, &ti.bytes, &cols, &ti.keyCollation, &ti.partitioned, &ti.rowSecurity, &oid)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 		case err != nil:
 			return nil, fmt.Errorf("read table %s: %w", l.Table(t), err)
 		default:
-			ti.exists = true
+			ti.exists, ti.oid = true, uint32(oid)
 			if ti.rows < 0 {
 				ti.rows, ti.rowsUnknown = 0, true
 			}
@@ -191,6 +245,11 @@ WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')`, l.Schema, 
 				ti.columns[c] = true
 			}
 			ti.order = cols
+			if ti.partitioned {
+				if ti.partitions, err = unindexedPartitions(ctx, q, l.Table(t), ""); err != nil {
+					return nil, err
+				}
+			}
 			ixs, err := readIndexes(ctx, q, l, t)
 			if err != nil {
 				return nil, err
@@ -249,7 +308,13 @@ func readIndexes(ctx context.Context, q querier, l layout.Resolved, table string
 SELECT i.relname::text, x.indisunique, x.indisprimary, x.indisvalid, am.amname::text,
        ARRAY(SELECT pg_get_indexdef(x.indexrelid, k, true) FROM generate_series(1, x.indnkeyatts) AS k),
        coalesce(pg_get_expr(x.indpred, x.indrelid, true), ''), coalesce(con.conname::text, ''), pg_get_indexdef(x.indexrelid),
-       x.indexprs IS NOT NULL OR x.indnatts <> x.indnkeyatts
+       x.indexprs IS NOT NULL OR x.indnatts <> x.indnkeyatts,
+       ARRAY(SELECT pg_catalog.format('%I.%I', pn.nspname, p.relname) FROM pg_catalog.pg_inherits pi
+             JOIN pg_catalog.pg_class p ON p.oid OPERATOR(pg_catalog.=) pi.inhrelid JOIN pg_catalog.pg_namespace pn ON pn.oid OPERATOR(pg_catalog.=) p.relnamespace
+             WHERE t.relkind OPERATOR(pg_catalog.=) 'p' AND pi.inhparent OPERATOR(pg_catalog.=) t.oid
+               AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_inherits ii JOIN pg_catalog.pg_index cx ON cx.indexrelid OPERATOR(pg_catalog.=) ii.inhrelid
+                               WHERE ii.inhparent OPERATOR(pg_catalog.=) x.indexrelid AND cx.indrelid OPERATOR(pg_catalog.=) p.oid)
+             ORDER BY 1)
 FROM pg_index x
 JOIN pg_class i ON i.oid = x.indexrelid
 JOIN pg_class t ON t.oid = x.indrelid
@@ -265,7 +330,7 @@ ORDER BY i.relname`, l.Schema, table)
 	var out []indexInfo
 	for rows.Next() {
 		ix := indexInfo{table: table}
-		if err := rows.Scan(&ix.name, &ix.unique, &ix.primary, &ix.valid, &ix.method, &ix.columns, &ix.predicate, &ix.constraint, &ix.definition, &ix.hasExpressionsOrInclude); err != nil {
+		if err := rows.Scan(&ix.name, &ix.unique, &ix.primary, &ix.valid, &ix.method, &ix.columns, &ix.predicate, &ix.constraint, &ix.definition, &ix.hasExpressionsOrInclude, &ix.unindexed); err != nil {
 			return nil, fmt.Errorf("read the indexes of %s: %w", l.Table(table), err)
 		}
 		out = append(out, ix)
@@ -310,6 +375,16 @@ func readVersion(ctx context.Context, q querier, l layout.Resolved) (*versionRow
 	}
 	if err := json.Unmarshal(saved, &v.saved); err != nil {
 		return nil, fmt.Errorf("read the saved definitions in %s: %w", l.Table(layout.VersionTable), err)
+	}
+	for i := range v.saved {
+		if v.saved[i].Partitions == nil {
+			v.saved[i].Partitions = []SavedPartition{} // saved by an older version
+		}
+		var oid int64
+		if err := q.QueryRow(ctx, "SELECT coalesce(pg_catalog.to_regclass($1::pg_catalog.text)::pg_catalog.oid::pg_catalog.int8, 0)", v.saved[i].Table).Scan(&oid); err != nil {
+			return nil, fmt.Errorf("read the table of the saved rule %s: %w", v.saved[i].Index, err)
+		}
+		v.savedTables = append(v.savedTables, uint32(oid))
 	}
 	return &v, nil
 }
@@ -490,10 +565,14 @@ func (in *inspection) stoppedRun() string {
 // back on the key (enqueues fail with 23505 again), a runtime table or the
 // skip-metadata column missing. Up repairs each of them.
 func (in *inspection) drift() []string {
-	if in.state() != Migrated {
+	state := in.state()
+	if state != Migrated && state != Expanded {
 		return nil
 	}
-	out := in.plainJobsDrift()
+	var out []string
+	if state == Migrated {
+		out = in.plainJobsDrift()
+	}
 	for _, ci := range countingIndexes(in.l) {
 		if isPlainJobs(in.l) {
 			break // plainJobsDrift
@@ -506,7 +585,7 @@ func (in *inspection) drift() []string {
 			if ix.name == ci.name {
 				found = true
 				if !ix.valid {
-					out = append(out, fmt.Sprintf("counting index %s on %s is INVALID", layout.Ident(ci.name), in.l.Table(ci.table)))
+					out = append(out, fmt.Sprintf("counting index %s on %s is INVALID%s", layout.Ident(ci.name), in.l.Table(ci.table), ix.unindexedNote()))
 				}
 			}
 		}
@@ -518,16 +597,22 @@ func (in *inspection) drift() []string {
 		if t := in.table(ci.table); t == nil || t.keyBytewise() {
 			continue
 		}
-		valid := false
+		valid, note := false, ""
 		for _, ix := range in.indexes[ci.table] {
 			valid = valid || ix.name == ci.name && ix.valid
+			if ix.name == ci.name {
+				note = ix.unindexedNote()
+			}
 		}
 		if !valid {
-			out = append(out, fmt.Sprintf("prefix index %s on %s is missing or INVALID (the key column sorts by %s, not bytewise: no-overlap counts read the class)",
-				layout.Ident(ci.name), in.l.Table(ci.table), in.table(ci.table).keyCollation))
+			out = append(out, fmt.Sprintf("prefix index %s on %s is missing or INVALID%s (the key column sorts by %s, not bytewise: no-overlap counts read the class)",
+				layout.Ident(ci.name), in.l.Table(ci.table), note, in.table(ci.table).keyCollation))
 		}
 	}
 	for _, t := range in.tables {
+		if state == Expanded {
+			break // the unique rule stands until complete
+		}
 		for _, ix := range in.indexes[t.name] {
 			if ix.unique && !ix.primary && ix.coversKey() {
 				what := "unique index"
@@ -545,6 +630,9 @@ func (in *inspection) drift() []string {
 	}
 	if st := in.l.SkipTable(); st != "" && !in.skipColumn {
 		out = append(out, fmt.Sprintf("skip-metadata column %s.%s is missing", in.l.Table(st), layout.Ident(layout.SkipMetadataColumn)))
+	}
+	if state == Expanded {
+		out = append(out, in.versionSchemaDrift()...)
 	}
 	return append(out, in.access.drift()...)
 }

@@ -16,6 +16,17 @@
 // CONCURRENTLY, attaches it as it was and renames the column back, and never
 // drops a table that holds operator data.
 //
+// No step holds a lock that blocks writers for a time that grows with the
+// table: what a step must know about the rows it learns before its lock
+// (Down's probe index tells its skip-metadata step whether any row holds
+// skip metadata); PlannedStep.GrowsWithTable and BlocksWriters say which
+// step is which. On a partitioned table each index is built ON ONLY the
+// table, then CONCURRENTLY on each partition and attached, until no
+// partition (one created meanwhile included) lacks it; Up saves every
+// partition's index of the unique rule and Down rebuilds each
+// (SavedUnique.Partitions). A unique rule that is a constraint on a
+// partitioned table, and inherited tables, are refused.
+//
 // Before any change, both read the catalog for everything that depends on
 // what they change (trigger and other functions naming the key column,
 // views, partitions, foreign keys and replica identities that need the

@@ -9,6 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/migrate-unique/migrate-unique/internal/pgurl"
+	"github.com/migrate-unique/migrate-unique/internal/qualify"
 	"github.com/migrate-unique/migrate-unique/layout"
 )
 
@@ -28,6 +30,29 @@ func Down(ctx context.Context, databaseURL string, l layout.Layout, opts Options
 		return nil, err
 	}
 	defer r.close()
+	if r.opts.Drain {
+		set, derr := r.drain(ctx, in)
+		if derr != nil {
+			return rep, derr
+		}
+		if set != nil {
+			if in, derr = r.inspect(ctx); derr != nil {
+				return rep, derr
+			}
+			defer func() {
+				if err != nil {
+					// Put back what the drain set (idempotent when the
+					// restore step ran): whoever runs next, up or down,
+					// finds the operators' overrides as they were.
+					rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pgurl.CancelWait)
+					defer cancel()
+					if r.restoreDrained(rctx, set) == nil {
+						r.printf("drain: restored the limit overrides of %d group(s)\n", len(set))
+					}
+				}
+			}()
+		}
+	}
 	findings, steps, err := r.downWork(ctx, in)
 	for _, f := range findings {
 		rep.Findings = append(rep.Findings, f)
@@ -35,6 +60,11 @@ func Down(ctx context.Context, databaseURL string, l layout.Layout, opts Options
 	}
 	if err != nil {
 		return nil, err
+	}
+	if len(steps) == 0 && r.opts.ToExpanded && in.state() == Expanded {
+		rep.After = Expanded
+		r.printf("already expanded: nothing to roll back to it (down without --to-expanded goes on to the legacy layout)\n")
+		return rep, nil
 	}
 	if len(steps) == 0 {
 		rep.After = Legacy
@@ -73,6 +103,9 @@ func (r *runner) printKept(rep *Report) {
 // legacy layout it is what an earlier down kept (runtime tables, the
 // skip-metadata column), dropped again.
 func (r *runner) downWork(ctx context.Context, in *inspection) ([]Finding, []step, error) {
+	if r.opts.ToExpanded && (in.state() == Expanded || in.state() == Legacy) {
+		return nil, nil, nil
+	}
 	if in.state() == Legacy {
 		if !in.runtimeLeft() {
 			return nil, nil, nil
@@ -123,7 +156,25 @@ func (s SavedUnique) concurrentRebuild(versionTable string) (string, error) {
 	if !ok {
 		return "", fmt.Errorf("the saved definition of %s is not a unique index (%q); restore it by hand from %s", s.Index, s.Rebuild, versionTable)
 	}
-	return "CREATE UNIQUE INDEX CONCURRENTLY " + def, nil
+	q, err := concurrentUnique(def)
+	if err != nil {
+		return "", fmt.Errorf("%w: the saved definition of %s (%q) %v; restore it by hand from %s", ErrSavedRule, s.Index, s.Rebuild, err, versionTable)
+	}
+	return q, nil
+}
+
+// concurrentUnique is CREATE UNIQUE INDEX CONCURRENTLY def, def being what
+// follows CREATE UNIQUE INDEX in a pg_get_indexdef read under the pinned
+// search_path. That rendering names pg_catalog's operators, functions and
+// types bare (and every other schema's with their schema); qualified, the
+// statement builds the same index on any search_path: the golang-migrate
+// files run on the application's.
+func concurrentUnique(def string) (string, error) {
+	q, err := qualify.SQL("CREATE UNIQUE INDEX CONCURRENTLY " + def)
+	if err != nil {
+		return "", fmt.Errorf("cannot be replayed exactly on any search_path: %w", err)
+	}
+	return q, nil
 }
 
 func (r *runner) downSteps(in *inspection, saved []SavedUnique) ([]step, error) {
@@ -143,14 +194,23 @@ func (r *runner) downSteps(in *inspection, saved []SavedUnique) ([]step, error) 
 		}
 		index := l.Table(s.Index)
 		st := step{name: "rebuild unique rule " + layout.Ident(s.Index), table: s.Table, lock: "SHARE UPDATE EXCLUSIVE (writers go on)",
-			kind: stepConcurrent, sql: sql, index: index, unique: true}
+			kind: stepConcurrent, sql: sql, index: index, unique: true, grows: true}
+		if t := in.savedTable(s); t != nil && t.partitioned {
+			if err := r.rebuildOnPartitions(&st, s, t); err != nil {
+				return nil, err
+			}
+		}
 		st.onError = func(ctx context.Context, err error) error {
 			var pgErr *pgconn.PgError
 			if !errors.As(err, &pgErr) || pgErr.Code != "23505" {
 				return err
 			}
 			// A duplicate arrived after the scan: leave nothing behind.
-			_, _ = r.conn.Exec(ctx, "DROP INDEX CONCURRENTLY IF EXISTS "+index)
+			if st.partitioned != nil {
+				r.dropPartitionedUnique(ctx, st)
+			} else {
+				_, _ = r.conn.Exec(ctx, "DROP INDEX CONCURRENTLY IF EXISTS "+index)
+			}
 			groups, scanErr := scanDuplicates(ctx, r.conn, l, []SavedUnique{s})
 			if scanErr != nil || len(groups) == 0 {
 				return fmt.Errorf("rebuild %s: %w", s.Index, err)
@@ -173,6 +233,18 @@ func (r *runner) downSteps(in *inspection, saved []SavedUnique) ([]step, error) 
 		back.skip = "already done"
 	}
 	steps = append(steps, back)
+	if r.opts.ToExpanded {
+		// The reverse of complete: the unique rule and the old column name
+		// back, what expand made kept, the version schema made if missing
+		// (before the cutover back: the new version reads it throughout).
+		if vs := versionSchemaStep(in); vs.skip == "" {
+			steps = append([]step{vs}, steps...)
+		}
+		if rs, ok := restoreStep(in); ok {
+			steps = append(steps, rs)
+		}
+		return append(steps, recordExpandedStep(in)), nil
+	}
 	for _, ci := range ourIndexes(l) {
 		if isPlainJobs0007(l, ci.name) {
 			continue // renamed back by the cutover back, or dropped below
@@ -182,6 +254,13 @@ func (r *runner) downSteps(in *inspection, saved []SavedUnique) ([]step, error) 
 			return nil, err
 		}
 		st := step{name: "drop counting index " + layout.Ident(ci.name), table: l.Table(ci.table), lock: "SHARE UPDATE EXCLUSIVE (writers go on)", kind: stepConcurrent, sql: sql}
+		if t := in.table(ci.table); t != nil && t.partitioned {
+			// No DROP INDEX CONCURRENTLY on a partitioned index: a short
+			// transaction drops it with its partitions' (catalog work, one
+			// file each).
+			st.kind, st.exclusive, st.sql = stepTx, []string{l.Table(ci.table)}, "DROP INDEX IF EXISTS "+l.Table(ci.name)+";"
+			st.lock = "ACCESS EXCLUSIVE on the table and its partitions (short: drops a partitioned index, catalog work per partition)"
+		}
 		built := false
 		for _, ix := range in.ours() {
 			built = built || ix.name == ci.name
@@ -199,6 +278,9 @@ func (r *runner) downSteps(in *inspection, saved []SavedUnique) ([]step, error) 
 		}
 		steps = append(steps, pj...)
 	}
+	if rs, ok := restoreStep(in); ok {
+		steps = append(steps, rs)
+	}
 	rt, err := r.runtimeDownSteps(in)
 	if err != nil {
 		return nil, err
@@ -214,8 +296,12 @@ func (r *runner) downSteps(in *inspection, saved []SavedUnique) ([]step, error) 
 	return steps, nil
 }
 
-// runtimeDownSteps is the step that drops the runtime's tables and column,
-// keeping those that hold operator data unless DropOperatorData.
+// runtimeDownSteps are the steps that drop the runtime's tables and the
+// skip-metadata column, keeping those that hold operator data unless
+// DropOperatorData. The tables are the run's own (no lock on the queue);
+// the column's step locks its queue table ACCESS EXCLUSIVE, and learns
+// whether any row holds skip metadata from the probe index the step before
+// it builds CONCURRENTLY, so that it never reads the table under that lock.
 func (r *runner) runtimeDownSteps(in *inspection) ([]step, error) {
 	d := newTmplData(in.l, r.opts.LockTimeout)
 	name := "runtime tables (unless they hold operator data)"
@@ -226,6 +312,8 @@ func (r *runner) runtimeDownSteps(in *inspection) ([]step, error) {
 		}
 		d.DropOperatorData = true
 	}
+	skipTable := d.SkipTable
+	d.SkipTable = "" // its own step below
 	sql, err := render("runtime.down.sql.tmpl", d)
 	if err != nil {
 		return nil, err
@@ -236,13 +324,25 @@ func (r *runner) runtimeDownSteps(in *inspection) ([]step, error) {
 			rt.skip = ""
 		}
 	}
-	if in.skipColumn {
-		rt.table += ", " + d.SkipTable
-		rt.lock = "ACCESS EXCLUSIVE on " + d.SkipTable + " (short, drops a column)"
-		rt.exclusive = []string{d.SkipTable}
-		rt.skip = ""
+	steps := []step{rt}
+	if !in.skipColumn {
+		return steps, nil
 	}
-	return []step{rt}, nil
+	d.SkipTable = skipTable
+	d.Index = in.l.Table(probeIndexName(in.l.SkipTable()))
+	d.Probe = skipProbeQuery(skipTable)
+	if sql, err = render("skip_column.down.sql.tmpl", d); err != nil {
+		return nil, err
+	}
+	sc := step{name: "skip-metadata column (unless it holds skip metadata)", table: skipTable,
+		lock: "ACCESS EXCLUSIVE (short: reads the probe index, never the table; drops a column)", kind: stepTx, sql: sql, exclusive: []string{skipTable}}
+	if r.opts.DropOperatorData {
+		sc.name = "skip-metadata column, with its skip metadata (--drop-operator-data)"
+		sc.lock = "ACCESS EXCLUSIVE (short: drops a column)"
+	} else {
+		steps = append(steps, probeStep(in))
+	}
+	return append(steps, sc), nil
 }
 
 // KeptObject is a runtime table or column that down left in place because

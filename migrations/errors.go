@@ -10,6 +10,11 @@ import (
 // purpose (a test hook that simulates a kill between two steps).
 var ErrStopped = errors.New("stopped by the StopAfterStep hook")
 
+// ErrSavedRule is wrapped by the error of Down and FilesFor when a unique
+// rule the cutover saved cannot be rebuilt exactly as it was on any
+// search_path (docs/migration.md, "A shared database").
+var ErrSavedRule = errors.New("a saved unique rule cannot be replayed exactly")
+
 // ErrBusy is returned when another run of the tool holds the layout.
 var ErrBusy = errors.New("another migrate-unique run is working on this layout; wait for it to finish")
 
@@ -119,7 +124,7 @@ type DuplicatesError struct {
 // Error lists every offending group.
 func (e *DuplicatesError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "down refused: %d group(s) have more rows than the old unique rule allows; nothing was changed and no job was deleted. Let them finish or delete them yourself, then run down again:", len(e.Groups))
+	fmt.Fprintf(&b, "down refused: %d group(s) have more rows than the old unique rule allows; nothing was changed and no job was deleted. Let them finish or delete them yourself, then run down again; down --drain sets them to limit 1 and waits for the extra jobs to finish:", len(e.Groups))
 	for _, g := range e.Groups {
 		fmt.Fprintf(&b, "\n  %s (rule %s): class %q, key %q: %d rows", g.Table, g.Index, g.Class, g.Key, g.Count)
 	}

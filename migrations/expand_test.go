@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -73,6 +74,21 @@ type writer struct {
 	n      int
 }
 
+// enqueueOne enqueues one job of a new group and reads it back.
+func (w *writer) enqueueOne() {
+	w.t.Helper()
+	w.n++
+	key := fmt.Sprintf("%s-%s-%d", w.conn.Config().RuntimeParams["application_name"], w.column, w.n)
+	ctx := context.Background()
+	if _, err := w.conn.Exec(ctx, fmt.Sprintf(enqueueSQL[w.s.Name], w.column), "rolling.deploy", key); err != nil {
+		w.t.Fatalf("%s: enqueue naming %s: %v", w.conn.Config().RuntimeParams["application_name"], w.column, err)
+	}
+	var n int
+	if err := w.conn.QueryRow(ctx, fmt.Sprintf(selectSQL[w.s.Name], w.column), "rolling.deploy", key).Scan(&n); err != nil || n != 1 {
+		w.t.Fatalf("read back naming %s: %d rows, %v", w.column, n, err)
+	}
+}
+
 func (w *writer) enqueue(unique bool) {
 	w.t.Helper()
 	w.n++
@@ -138,6 +154,29 @@ func TestExpandCompleteContractOnEveryLegacyLayout(t *testing.T) {
 			neu := &writer{t: t, s: s, conn: sessionOn(t, url, "plain-jobs 0.38", vs, s.Resolved.Schema), column: layout.KeyColumn}
 			old.enqueue(true)
 			neu.enqueue(true)
+			if s.Name == "teamqueue" {
+				// ON CONFLICT infers the unique rule through the view.
+				var ids []int64
+				for range 2 {
+					rows, err := neu.conn.Query(ctx, `INSERT INTO "JobRequests" (kind, concurrency_key) VALUES ('upsert', 'k') ON CONFLICT (kind, concurrency_key) DO NOTHING RETURNING id`)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for rows.Next() {
+						var id int64
+						if err := rows.Scan(&id); err != nil {
+							t.Fatal(err)
+						}
+						ids = append(ids, id)
+					}
+					if rows.Close(); rows.Err() != nil {
+						t.Fatalf("INSERT ... ON CONFLICT through the view: %v", rows.Err())
+					}
+				}
+				if len(ids) != 1 {
+					t.Fatalf("INSERT ... ON CONFLICT DO NOTHING through the view twice returned %v, want one id", ids)
+				}
+			}
 
 			again, err := migrations.Up(ctx, url, s.Layout, migrations.Options{Expand: true})
 			if err != nil || again.After != migrations.Expanded || len(again.Steps) != 0 {
@@ -299,7 +338,8 @@ func TestCompleteTellsCompatFromTheOldVersion(t *testing.T) {
 }
 
 // TestInterruptedExpandFinishes stops up --expand after every step in turn;
-// a second up --expand finishes it, and status says where it stopped.
+// a second up --expand finishes it (or down removes what it made: the
+// layout is exactly as before), and status says where it stopped.
 func TestInterruptedExpandFinishes(t *testing.T) {
 	ctx := context.Background()
 	s := legacy.TeamQueue
@@ -308,6 +348,7 @@ func TestInterruptedExpandFinishes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	before := takeSnapshot(t, url, s.Layout)
 	for k := 1; k < len(plan.Steps); k++ {
 		url := legacyDB(t, s)
 		_, err := migrations.Up(ctx, url, s.Layout, migrations.Options{Expand: true, StopAfterStep: k})
@@ -320,6 +361,17 @@ func TestInterruptedExpandFinishes(t *testing.T) {
 		}
 		if k > 1 && (st.State != migrations.PartlyMigrated || !strings.Contains(st.Next, "up --expand again")) {
 			t.Errorf("after step %d: status %s, next %q", k, st.State, st.Next)
+		}
+		if k%2 == 0 {
+			// down removes what the stopped expand made.
+			rep, err := migrations.Down(ctx, url, s.Layout, migrations.Options{})
+			if err != nil || rep.After != migrations.Legacy {
+				t.Fatalf("down after a stop after step %d: %v %+v", k, err, rep)
+			}
+			if d := before.diff(takeSnapshot(t, url, s.Layout)); d != "" {
+				t.Fatalf("down after a stop of up --expand after step %d left a difference:\n%s", k, d)
+			}
+			continue
 		}
 		rep, err := migrations.Up(ctx, url, s.Layout, migrations.Options{Expand: true})
 		if err != nil || rep.After != migrations.Expanded {
@@ -362,4 +414,272 @@ func TestPlanShowsBothPhases(t *testing.T) {
 	if !strings.Contains(strings.Join(names, "\n"), "version schema") || names[len(names)-1] != "record expanded" {
 		t.Fatalf("plan --expand steps:\n%s", strings.Join(names, "\n"))
 	}
+}
+
+// drainSetup migrates the team queue and backs up limit-3 groups: k1 and
+// k2 hold three pending jobs each, k3 one; an operator's override gives k2
+// limit 3.
+func drainSetup(t *testing.T) (string, legacy.Schema, *pgx.Conn) {
+	t.Helper()
+	ctx := context.Background()
+	s := legacy.TeamQueue
+	url := legacyDB(t, s)
+	if _, err := migrations.Up(ctx, url, s.Layout, migrations.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	conn := sessionOn(t, url, "workers", s.Resolved.Schema)
+	if _, err := conn.Exec(ctx, `INSERT INTO "JobRequests" (kind, concurrency_key) SELECT 'drain.test', k FROM unnest(ARRAY['k1', 'k1', 'k1', 'k2', 'k2', 'k2', 'k3']) AS k;
+INSERT INTO concurrency_limits (group_name, concurrency_limit, reason) VALUES ('drain.test::k2', 3, 'ops: three at a time')`); err != nil {
+		t.Fatal(err)
+	}
+	return url, s, conn
+}
+
+func overrides(t *testing.T, conn *pgx.Conn) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	var exists bool
+	if err := conn.QueryRow(context.Background(), "SELECT to_regclass('concurrency_limits') IS NOT NULL").Scan(&exists); err != nil || !exists {
+		return out
+	}
+	rows, err := conn.Query(context.Background(), "SELECT group_name, concurrency_limit || ' ' || reason FROM concurrency_limits")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var g, v string
+		if err := rows.Scan(&g, &v); err != nil {
+			t.Fatal(err)
+		}
+		out[g] = v
+	}
+	return out
+}
+
+// TestDownDrainRollsBackUnderTraffic: with limit-3 groups backed up, down
+// --drain sets them to limit 1, waits while workers finish the extra jobs,
+// rolls back, and puts the operator's override back.
+func TestDownDrainRollsBackUnderTraffic(t *testing.T) {
+	ctx := context.Background()
+	url, s, conn := drainSetup(t)
+	if _, err := migrations.Down(ctx, url, s.Layout, migrations.Options{}); !errors.As(err, new(*migrations.DuplicatesError)) {
+		t.Fatalf("down without --drain: %v, want the duplicates refusal", err)
+	}
+	// Workers: once the drain has set its overrides, finish one job of
+	// each backed-up group every 100ms, checking the limits as they go.
+	workers := make(chan error, 1)
+	go func() {
+		w := sessionOn(t, url, "worker", s.Resolved.Schema)
+		for {
+			var left int
+			if err := w.QueryRow(ctx, `SELECT count(*) FROM "JobRequests" WHERE kind = 'drain.test' AND concurrency_key IN ('k1', 'k2')`).Scan(&left); err != nil {
+				workers <- err
+				return
+			}
+			if left <= 2 {
+				workers <- nil
+				return
+			}
+			var limited int
+			if err := w.QueryRow(ctx, `SELECT count(*) FROM concurrency_limits WHERE group_name IN ('drain.test::k1', 'drain.test::k2') AND concurrency_limit = 1`).Scan(&limited); err != nil {
+				workers <- err
+				return
+			}
+			if limited == 2 {
+				// The last finish may let the rollback go on at once: stop
+				// here rather than read the renamed column again.
+				tag, err := w.Exec(ctx, `DELETE FROM "JobRequests" WHERE id IN (SELECT min(id) FROM "JobRequests" WHERE kind = 'drain.test' AND concurrency_key IN ('k1', 'k2') GROUP BY concurrency_key HAVING count(*) > 1)`)
+				if err != nil {
+					workers <- err
+					return
+				}
+				if left-int(tag.RowsAffected()) <= 2 {
+					workers <- nil
+					return
+				}
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+	var out strings.Builder
+	rep, err := migrations.Down(ctx, url, s.Layout, migrations.Options{Drain: true, DrainTimeout: time.Minute, DrainPoll: 50 * time.Millisecond, Out: &out})
+	if err != nil || rep.After != migrations.Legacy {
+		t.Fatalf("down --drain: %v %+v\n%s", err, rep, out.String())
+	}
+	if err := <-workers; err != nil {
+		t.Fatal(err)
+	}
+	if !contains(out.String(), "drain: 2 group(s) hold 4 more job(s)", "extra job(s) left", "drain: done in", "restore the limit overrides of the 2 group(s)") {
+		t.Fatalf("down --drain's progress:\n%s", out.String())
+	}
+	if got := overrides(t, conn); len(got) != 1 || got["drain.test::k2"] != "3 ops: three at a time" {
+		t.Fatalf("overrides after down --drain: %v, want only the operator's", got)
+	}
+}
+
+// TestDownDrainGivesUpAndRestores: nobody finishes the jobs: down --drain
+// gives up after --drain-timeout, restores the overrides, and the layout
+// stays migrated.
+func TestDownDrainGivesUpAndRestores(t *testing.T) {
+	ctx := context.Background()
+	url, s, conn := drainSetup(t)
+	before := overrides(t, conn)
+	_, err := migrations.Down(ctx, url, s.Layout, migrations.Options{Drain: true, DrainTimeout: 300 * time.Millisecond, DrainPoll: 50 * time.Millisecond})
+	var de *migrations.DrainError
+	if !errors.As(err, &de) || len(de.Groups) != 2 || !strings.Contains(err.Error(), `key "k1": 3 jobs`) {
+		t.Fatalf("down --drain with nobody working: %v", err)
+	}
+	if got := overrides(t, conn); fmt.Sprint(got) != fmt.Sprint(before) {
+		t.Fatalf("overrides after giving up: %v, want %v", got, before)
+	}
+	if st, err := migrations.Status(ctx, url, s.Layout); err != nil || st.State != migrations.Migrated {
+		t.Fatalf("status after giving up: %v %+v", err, st)
+	}
+	// Interrupted while waiting: restored too.
+	cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	if _, err := migrations.Down(cctx, url, s.Layout, migrations.Options{Drain: true, DrainPoll: 50 * time.Millisecond}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("interrupted down --drain: %v", err)
+	}
+	if got := overrides(t, conn); fmt.Sprint(got) != fmt.Sprint(before) {
+		t.Fatalf("overrides after an interrupt: %v, want %v", got, before)
+	}
+}
+
+// TestDownToExpandedIsTheReverseOfComplete: down --to-expanded brings back
+// the unique rule and unique_key and keeps what expand made, so that the
+// old version and the new one (through the version schema) write side by
+// side again; up completes again, and on a layout migrated in one run it
+// makes the version schema.
+func TestDownToExpandedIsTheReverseOfComplete(t *testing.T) {
+	ctx := context.Background()
+	s := legacy.PlainJobs
+	url := legacyDB(t, s)
+	vs := migrations.DefaultVersionSchema(s.Resolved.Schema)
+	if _, err := migrations.Up(ctx, url, s.Layout, migrations.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	for round := 0; round < 2; round++ {
+		neu := &writer{t: t, s: s, conn: sessionOn(t, url, fmt.Sprintf("new-%d", round), vs, s.Resolved.Schema), column: layout.KeyColumn}
+		neu.enqueueOne()
+		var out strings.Builder
+		rep, err := migrations.Down(ctx, url, s.Layout, migrations.Options{ToExpanded: true, Out: &out})
+		if err != nil || rep.Before != migrations.Migrated || rep.After != migrations.Expanded {
+			t.Fatalf("round %d: down --to-expanded: %v %+v\n%s", round, err, rep, out.String())
+		}
+		old := &writer{t: t, s: s, conn: sessionOn(t, url, fmt.Sprintf("old-%d", round), s.Resolved.Schema), column: layout.LegacyKeyColumn}
+		old.enqueue(true)
+		neu.enqueue(true)
+		st, err := migrations.Status(ctx, url, s.Layout)
+		if err != nil || st.State != migrations.Expanded || st.VersionSchema != vs {
+			t.Fatalf("round %d: status after down --to-expanded: %v %+v", round, err, st)
+		}
+		if rep, err := migrations.Down(ctx, url, s.Layout, migrations.Options{ToExpanded: true}); err != nil || rep.After != migrations.Expanded || len(rep.Steps) != 0 {
+			t.Fatalf("round %d: down --to-expanded again: %v %+v", round, err, rep)
+		}
+		old.conn.Close(ctx)
+		if rep, err := migrations.Up(ctx, url, s.Layout, migrations.Options{}); err != nil || rep.After != migrations.Migrated {
+			t.Fatalf("round %d: complete again: %v %+v", round, err, rep)
+		}
+		neu.enqueueOne()
+	}
+}
+
+// TestExpandedDriftIsRepairedByExpand: a view, a counting index and a
+// view's grant lost after up --expand are drift: status lists them and
+// says to run up --expand, which repairs them.
+func TestExpandedDriftIsRepairedByExpand(t *testing.T) {
+	ctx := context.Background()
+	s := legacy.TeamQueue
+	url := legacyDB(t, s)
+	conn := testdb.Connect(t, url)
+	role := fmt.Sprintf("drift_app_%d", time.Now().UnixNano()) // roles are the cluster's: one per run
+	if _, err := conn.Exec(ctx, fmt.Sprintf(`CREATE ROLE %[1]s; GRANT SELECT, INSERT ON "Billing Queue"."JobRequests" TO %[1]s; GRANT USAGE ON SEQUENCE "Billing Queue"."JobRequests_id_seq" TO %[1]s`, role)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c, err := testdb.Dial(context.Background(), url)
+		if err != nil {
+			t.Log(err)
+			return
+		}
+		defer c.Close(context.Background())
+		_, _ = c.Exec(context.Background(), fmt.Sprintf(`DROP OWNED BY %[1]s; DROP ROLE %[1]s`, role))
+	})
+	if _, err := migrations.Up(ctx, url, s.Layout, migrations.Options{Expand: true}); err != nil {
+		t.Fatal(err)
+	}
+	vs := layout.Ident(migrations.DefaultVersionSchema(s.Resolved.Schema))
+	if _, err := conn.Exec(ctx, `DROP VIEW `+vs+`.job_processes; DROP INDEX "Billing Queue"."JobRequests_concurrency_key_idx"; REVOKE INSERT ON `+vs+`."JobRequests" FROM `+role); err != nil {
+		t.Fatal(err)
+	}
+	st, err := migrations.Status(ctx, url, s.Layout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	drift := strings.Join(st.Drift, "\n")
+	if st.State != migrations.Expanded || st.Next != "run up --expand to repair the drift" || len(st.Drift) != 3 ||
+		!contains(drift, `counting index "JobRequests_concurrency_key_idx"`, `view `+vs+`."job_processes" of "Billing Queue"."job_processes" is missing`, `GRANT INSERT ON TABLE `+vs+`."JobRequests" TO `+role) {
+		t.Fatalf("status of a drifted expanded layout: %s, next %q, drift:\n%s", st.State, st.Next, drift)
+	}
+	if rep, err := migrations.Up(ctx, url, s.Layout, migrations.Options{Expand: true}); err != nil || rep.After != migrations.Expanded {
+		t.Fatalf("up --expand repairing: %v %+v", err, rep)
+	}
+	if st, err := migrations.Status(ctx, url, s.Layout); err != nil || len(st.Drift) != 0 || st.State != migrations.Expanded {
+		t.Fatalf("status after the repair: %v %+v", err, st)
+	}
+	app := sessionOn(t, url, "drift app", migrations.DefaultVersionSchema(s.Resolved.Schema), s.Resolved.Schema)
+	if _, err := app.Exec(ctx, `SET ROLE `+role+`; INSERT INTO "JobRequests" (kind, concurrency_key) VALUES ('drift', 'k'); SELECT count(*) FROM "JobRequests" WHERE concurrency_key = 'k'`); err != nil {
+		t.Fatalf("the application role through the repaired view: %v", err)
+	}
+}
+
+// TestRollingDeployAsManagedRoles: on a managed server (the tables'
+// owner NOLOGIN, the migration run by a member of it, the application a
+// DML-only role), up --expand names the grant it needs to create the
+// version schema, then makes it as the owner with the tables' grants
+// mirrored; the application role writes through the views across
+// complete, and the owner's member contracts and rolls back.
+func TestRollingDeployAsManagedRoles(t *testing.T) {
+	ctx := context.Background()
+	s := legacy.TeamQueue
+	url := legacyDB(t, s)
+	roles := testdb.ManagedRoles(t, url, s.Resolved.Schema)
+	vs := migrations.DefaultVersionSchema(s.Resolved.Schema)
+	p, err := migrations.PlanWith(ctx, roles.MigratorURL, s.Layout, migrations.Options{Expand: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := false
+	for _, f := range p.Findings {
+		refused = refused || f.Fatal && f.Kind == "schema_create" && strings.Contains(f.Message, "GRANT CREATE ON DATABASE")
+	}
+	if !refused {
+		t.Fatalf("plan --expand as a role that cannot create schemas: %+v", p.Findings)
+	}
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := testdb.Connect(t, url).Exec(ctx, "GRANT CREATE ON DATABASE "+layout.Ident(cfg.Database)+" TO "+layout.Ident(roles.Owner)); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := migrations.Up(ctx, roles.MigratorURL, s.Layout, migrations.Options{Expand: true}); err != nil || rep.After != migrations.Expanded {
+		t.Fatalf("up --expand as the owner's member: %v %+v", err, rep)
+	}
+	var owner string
+	if err := testdb.Connect(t, url).QueryRow(ctx, "SELECT pg_get_userbyid(nspowner) FROM pg_namespace WHERE nspname = $1", vs).Scan(&owner); err != nil || owner != roles.Owner {
+		t.Fatalf("the version schema belongs to %q (%v), want the tables' owner %q", owner, err, roles.Owner)
+	}
+	app := &writer{t: t, s: s, conn: sessionOn(t, roles.AppURL, "app", vs, s.Resolved.Schema), column: layout.KeyColumn}
+	app.enqueue(true)
+	if rep, err := migrations.Up(ctx, roles.MigratorURL, s.Layout, migrations.Options{}); err != nil || rep.After != migrations.Migrated {
+		t.Fatalf("complete as the owner's member: %v %+v", err, rep)
+	}
+	app.enqueue(false)
+	if rep, err := migrations.Up(ctx, roles.MigratorURL, s.Layout, migrations.Options{Contract: true}); err != nil || rep.After != migrations.Migrated {
+		t.Fatalf("contract as the owner's member: %v %+v", err, rep)
+	}
+	app.enqueueOne()
 }

@@ -101,6 +101,12 @@ type Options struct {
 	// allow to limit 1 (an override in concurrency_limits) and wait, up to
 	// DrainTimeout, for the extra jobs to finish (drain.go).
 	Drain bool
+	// ToExpanded makes Down stop at the expanded state: the unique rule
+	// and the column name back, the counting indexes, the runtime's tables
+	// and the version schema (made if missing) kept, so that the new
+	// version (through the version schema) and the old one run side by
+	// side again; a later Down rolls back the rest.
+	ToExpanded bool
 	// DrainTimeout bounds Drain's wait. Default 10m.
 	DrainTimeout time.Duration
 	// DrainPoll is how often Drain counts the groups left. Default 1s.
@@ -219,10 +225,23 @@ type step struct {
 	// createsVersionTable marks up's first step: intent can be recorded
 	// once it is done.
 	createsVersionTable bool
+	// partitioned, on a concurrent step, builds its index on a partitioned
+	// table: ON ONLY the table, then per partition (partitions.go).
+	partitioned *partitionedIndex
+	// grows says the step's duration grows with the table (an index build
+	// reads it all). No step that blocks writers (exclusive, or the
+	// moments of a partitioned build) does so for a time that grows with
+	// the table: what it must know about the rows it learns before.
+	grows bool
 	// phase marks up's steps that up --expand leaves out or replaces
 	// (expand.go).
 	phase stepPhase
 }
+
+// blocksWriters says the step takes, at some moment, a lock that makes the
+// queue's writers wait (always bounded by the lock timeout, and held for a
+// time independent of the table's size).
+func (s step) blocksWriters() bool { return len(s.exclusive) > 0 || s.partitioned != nil }
 
 // stepPhase says where a step of up stands in a rolling deploy.
 type stepPhase int
@@ -370,7 +389,7 @@ func (r *runner) lockID() int64 { return lockid.For("migrate-unique", r.l.Schema
 // When another session holds it, the error is a *BusyError naming it.
 func (r *runner) lock(ctx context.Context) error {
 	var ok bool
-	if err := r.conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", r.lockID()).Scan(&ok); err != nil {
+	if err := r.conn.QueryRow(ctx, "SELECT pg_catalog.pg_try_advisory_lock($1::pg_catalog.int8)", r.lockID()).Scan(&ok); err != nil {
 		return fmt.Errorf("take the run lock: %w", err)
 	}
 	if ok {
@@ -489,7 +508,7 @@ func (r *runner) close() {
 		// Unlock before closing: a backend exits asynchronously, and a run
 		// started right after this one must not find the lock still held.
 		if r.locked {
-			_, _ = r.conn.Exec(context.Background(), "SELECT pg_advisory_unlock($1)", r.lockID())
+			_, _ = r.conn.Exec(context.Background(), "SELECT pg_catalog.pg_advisory_unlock($1::pg_catalog.int8)", r.lockID())
 		}
 		_ = r.conn.Close(context.Background())
 	}
@@ -642,6 +661,17 @@ func (r *runner) runStep(ctx context.Context, s step) (attempts int, held time.D
 		case stepTx:
 			held, err = r.runTx(ctx, s, attempts, attempts == r.opts.MaxAttempts)
 		case stepConcurrent:
+			if s.partitioned != nil {
+				// Its parts retry on their own (runPartitioned).
+				err = r.runPartitioned(ctx, s)
+				if err != nil && s.onError != nil {
+					err = s.onError(ctx, err)
+				}
+				if err != nil {
+					return attempts, 0, fmt.Errorf("step %q: %w", s.name, err)
+				}
+				return attempts, 0, nil
+			}
 			err = r.runConcurrent(ctx, s)
 		default:
 			_, err = r.conn.Exec(ctx, s.sql)

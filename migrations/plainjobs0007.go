@@ -137,7 +137,7 @@ func plainJobsIndexSteps(in *inspection) ([]step, error) {
 		t := in.table(pi.table)
 		sql := fmt.Sprintf("CREATE INDEX CONCURRENTLY %s ON %s (%s);", layout.Ident(pi.name), l.Table(pi.table), pi.columnsWith(t.keyColumn()))
 		s := step{name: "plain-jobs 0007 index " + layout.Ident(pi.name) + " on " + l.Table(pi.table), table: l.Table(pi.table),
-			lock: "SHARE UPDATE EXCLUSIVE (writers go on)", kind: stepConcurrent, sql: sql, index: l.Table(pi.name)}
+			lock: "SHARE UPDATE EXCLUSIVE (writers go on)", kind: stepConcurrent, sql: sql, index: l.Table(pi.name), grows: true}
 		ix, exists := in.find(pi.table, pi.name)
 		later, hasLater := in.laterName(pi)
 		switch {

@@ -31,6 +31,15 @@ type PlannedStep struct {
 	// lock_timeout, retried after a lock timeout; a step that is neither
 	// (ANALYZE) is one statement on its own, outside any transaction.
 	Transaction bool
+	// GrowsWithTable says the step's duration grows with the size of the
+	// table it touches (an index build reads all of it). BlocksWriters says
+	// it takes, at some moment, a lock the queue's writers wait for (ACCESS
+	// EXCLUSIVE; on a partitioned table, the moments of ON ONLY and ATTACH
+	// PARTITION), always under a bounded lock wait. No step does both for
+	// one stretch: whatever a step that blocks writers must know about the
+	// rows, it learns before taking its lock (down's probe index), so that
+	// it holds the lock for a time independent of the table's size.
+	GrowsWithTable, BlocksWriters bool
 	// Phase is, for up, "expand" for a step the old application version
 	// lives with (up --expand runs those) and "complete" for the cutover
 	// and what only follows it; "" for down and up --contract.
@@ -107,7 +116,7 @@ func plan(ctx context.Context, databaseURL string, l layout.Layout, opts Options
 		res.Findings = append(res.Findings, more...)
 		var de *DuplicatesError
 		if errors.As(err, &de) {
-			res.Findings = append(res.Findings, Finding{Fatal: true, Kind: "duplicates", Message: de.Error(), Action: "let those jobs finish or delete them yourself; down never deletes a job"})
+			res.Findings = append(res.Findings, Finding{Fatal: true, Kind: "duplicates", Message: de.Error(), Action: "let those jobs finish (down --drain sets those groups to limit 1 and waits for them) or delete them yourself; down never deletes a job"})
 			err = nil
 		}
 		if err != nil {
@@ -127,7 +136,8 @@ func plan(ctx context.Context, databaseURL string, l layout.Layout, opts Options
 		}
 	}
 	for i, s := range steps {
-		ps := PlannedStep{Number: i + 1, Name: s.name, SQL: strings.TrimSpace(s.sql), Table: s.table, Lock: s.lock, Skip: s.skip, Concurrent: s.kind == stepConcurrent, Transaction: s.kind == stepTx}
+		ps := PlannedStep{Number: i + 1, Name: s.name, SQL: strings.TrimSpace(s.sql), Table: s.table, Lock: s.lock, Skip: s.skip, Concurrent: s.kind == stepConcurrent, Transaction: s.kind == stepTx,
+			GrowsWithTable: s.grows, BlocksWriters: s.blocksWriters()}
 		if direction == "up" && !r.opts.Contract {
 			ps.Phase = "expand"
 			if s.phase == phaseComplete || s.phase >= phaseAnalyze && !expanding(in, r.opts) {

@@ -35,8 +35,10 @@ type tmplData struct {
 	LegacyKey    string
 	Key          string
 
-	// Index templates.
+	// Index templates. OnOnly creates a partitioned table's own index (ON
+	// ONLY, not CONCURRENTLY).
 	Index, IndexName, Table, ClassColumn, KeyColumn, Predicate string
+	OnOnly                                                     bool
 
 	// Runtime templates.
 	RuntimeDDL, SkipDDL []string
@@ -49,6 +51,10 @@ type tmplData struct {
 
 	// Rebuild template.
 	Definition string
+
+	// Probe is the question the skip-metadata column's down step asks
+	// through the probe index named Index (partitions.go).
+	Probe string
 
 	// Renames are the index renames of the cutover (plain-jobs' 0007
 	// names; see plainjobs0007.go), undone by the cutover back.
@@ -149,7 +155,7 @@ func countingIndexes(l layout.Resolved) []countingIndex {
 			ci.name = pi.name
 		}
 		if l.SingleTable() {
-			ci.predicate = layout.Ident(l.StateColumn) + " IN " + l.StatesList()
+			ci.predicate = l.StatesCondition()
 		}
 		out = append(out, ci)
 	}
@@ -172,9 +178,17 @@ func ourIndexes(l layout.Resolved) []countingIndex {
 }
 
 func (ci countingIndex) createSQL(l layout.Resolved, keyColumn string) (string, error) {
+	return ci.render(l, keyColumn, l.Table(ci.table), layout.Ident(ci.name), false)
+}
+
+// render renders ci's statement on the quoted table under the quoted index
+// name: CREATE INDEX CONCURRENTLY, or with onOnly the partitioned parent's
+// CREATE INDEX IF NOT EXISTS ... ON ONLY (see partitions.go).
+func (ci countingIndex) render(l layout.Resolved, keyColumn, table, index string, onOnly bool) (string, error) {
 	d := newTmplData(l, 0)
-	d.IndexName = layout.Ident(ci.name)
-	d.Table = l.Table(ci.table)
+	d.IndexName = index
+	d.Table = table
+	d.OnOnly = onOnly
 	d.ClassColumn = layout.Ident(l.ClassColumn)
 	d.KeyColumn = layout.Ident(keyColumn)
 	if ci.prefix {

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/migrate-unique/migrate-unique/layout"
 )
 
@@ -50,7 +52,9 @@ func Up(ctx context.Context, databaseURL string, l layout.Layout, opts Options) 
 		return rep, nil
 	}
 	for _, d := range drift {
-		r.printf("drift: %s; repairing it\n", d)
+		if rep.Before == Migrated || expanding(in, r.opts) {
+			r.printf("drift: %s; repairing it\n", d)
+		}
 	}
 	steps, err := upSteps(in, r.opts)
 	if err != nil {
@@ -146,7 +150,10 @@ func upSteps(in *inspection, opts Options) ([]step, error) {
 			return nil, err
 		}
 		s := step{name: "counting index on " + l.Table(ci.table), table: l.Table(ci.table), lock: "SHARE UPDATE EXCLUSIVE (writers go on)",
-			kind: stepConcurrent, sql: sql, index: l.Table(ci.name)}
+			kind: stepConcurrent, sql: sql, index: l.Table(ci.name), grows: true}
+		if err := onPartitions(&s, l, ci, t); err != nil {
+			return nil, err
+		}
 		if eq, ok := in.equivalent(ci); ok {
 			s.skip = "reuses the equivalent index " + layout.Ident(eq.name)
 		}
@@ -167,7 +174,10 @@ func upSteps(in *inspection, opts Options) ([]step, error) {
 			return nil, err
 		}
 		s := step{name: "prefix index on " + l.Table(ci.table) + " (the key column sorts by " + t.keyCollation + ", not bytewise: a no-overlap count compares the key's prefix with COLLATE \"C\", a range of this index)",
-			table: l.Table(ci.table), lock: "SHARE UPDATE EXCLUSIVE (writers go on)", kind: stepConcurrent, sql: sql, index: l.Table(ci.name)}
+			table: l.Table(ci.table), lock: "SHARE UPDATE EXCLUSIVE (writers go on)", kind: stepConcurrent, sql: sql, index: l.Table(ci.name), grows: true}
+		if err := onPartitions(&s, l, ci, t); err != nil {
+			return nil, err
+		}
 		for _, ix := range in.indexes[ci.table] {
 			if ix.name == ci.name && ix.valid {
 				s.skip = "already built"
@@ -182,6 +192,11 @@ func upSteps(in *inspection, opts Options) ([]step, error) {
 		lock: "ACCESS EXCLUSIVE (short)", kind: stepTx, sql: sql, exclusive: d.Tables, phase: phaseComplete}
 	if len(d.Renames) > 0 {
 		cut.name += ", rename plain-jobs' 0.37 key indexes to 0007's names"
+	}
+	if st := l.SkipTable(); st != "" {
+		// A down stopped after its probe index (partitions.go) leaves it:
+		// dropped here, under the lock the cutover holds anyway.
+		cut.sql += "DROP INDEX IF EXISTS " + l.Table(probeIndexName(st)) + ";\n"
 	}
 	if !in.needsCutover() {
 		cut.skip = "already done"
@@ -263,6 +278,29 @@ func (in *inspection) needsCutover() bool {
 	return false
 }
 
+// readOnly returns a fatal finding of kind "read_only" when the session
+// cannot write: a standby in recovery, or default_transaction_read_only
+// (set on the server, the database or the role). Up and down would fail at
+// their first write (25006); they refuse before any change instead.
+func readOnly(ctx context.Context, q *pgx.Conn, direction string) (*Finding, error) {
+	var recovery bool
+	var setting string
+	if err := q.QueryRow(ctx, "SELECT pg_catalog.pg_is_in_recovery(), pg_catalog.current_setting('default_transaction_read_only')").Scan(&recovery, &setting); err != nil {
+		return nil, fmt.Errorf("check whether the database is writable: %w", err)
+	}
+	switch {
+	case recovery:
+		return &Finding{Fatal: true, Kind: "read_only", Object: "pg_is_in_recovery()",
+			Message: fmt.Sprintf("the server is a standby in recovery (pg_is_in_recovery() is true): it accepts no writes, so %s cannot run here; connect to the primary", direction),
+			Action:  "connect to the primary"}, nil
+	case setting == "on":
+		return &Finding{Fatal: true, Kind: "read_only", Object: "default_transaction_read_only",
+			Message: fmt.Sprintf("the session is read-only (default_transaction_read_only = on, set on the server, the database or the role): %s would fail at its first write; connect as a role or to a database where it is off (ALTER ROLE ... SET default_transaction_read_only = off), or to the primary", direction),
+			Action:  "connect where default_transaction_read_only is off"}, nil
+	}
+	return nil, nil
+}
+
 // preflight inspects the database read-only and returns its findings; any
 // fatal one becomes a *PreflightError (or *NotFoundError).
 func (r *runner) preflight(ctx context.Context, direction string) (*inspection, []Finding, error) {
@@ -307,6 +345,15 @@ func (r *runner) preflight(ctx context.Context, direction string) (*inspection, 
 			fatal("key_column", "table %s has no key column %s (nor %s): is this the right table?", l.Table(t.name), layout.LegacyKeyColumn, layout.KeyColumn)
 		}
 	}
+	if direction == "up" || direction == "down" {
+		ro, err := readOnly(ctx, r.conn, direction)
+		if err != nil {
+			return nil, nil, err
+		}
+		if ro != nil {
+			fs = append(fs, *ro)
+		}
+	}
 	if !hasFatal(fs) && (direction == "up" || direction == "down") && !(direction == "up" && r.opts.Contract) {
 		deps, err := r.dependentFindings(ctx, in, direction)
 		if err != nil {
@@ -331,7 +378,11 @@ func (r *runner) preflight(ctx context.Context, direction string) (*inspection, 
 		}
 	}
 	for _, d := range in.drift() {
-		note("drift", "drift: %s; up repairs it", d)
+		by := "up"
+		if in.state() == Expanded {
+			by = "up --expand"
+		}
+		note("drift", "drift: %s; %s repairs it", d, by)
 	}
 	for _, name := range in.invalidOurs() {
 		note("invalid_leftover", "index %s is an invalid leftover of an interrupted build; it will be dropped and rebuilt", name)

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	benchdashboard "github.com/migrate-unique/migrate-unique/cmd/migrate-unique/internal/bench/dashboard"
 	benchlint "github.com/migrate-unique/migrate-unique/cmd/migrate-unique/internal/bench/lint"
 	"github.com/migrate-unique/migrate-unique/cmd/migrate-unique/internal/bench/module"
 	"github.com/migrate-unique/migrate-unique/cmd/migrate-unique/internal/bench/rewrite"
@@ -33,6 +34,7 @@ var benches = map[string]struct {
 	"vet":       {runBenchVet, "go vet -vettool=migrate-unique over a generated job module, next to plain go vet"},
 	"rewrite":   {runBenchRewrite, "rewrite over a generated legacy job module"},
 	"lint":      {runBenchLint, "lint and rewrite -diff over a job module, next to go vet -vettool"},
+	"dashboard": {runBenchDashboard, "concurrency serve's groups page on 10,000 groups, next to status --json's read"},
 }
 
 func runBench(ctx context.Context, e *env, args []string) error {
@@ -202,6 +204,53 @@ func runBenchSlots(ctx context.Context, e *env, args []string) error {
 	}
 	if res.OverLimitObserved != 0 || res.StaleReleasesAccepted != 0 {
 		return fmt.Errorf("the slot invariants were broken: %d samples over the limit, %d stale releases accepted", res.OverLimitObserved, res.StaleReleasesAccepted)
+	}
+	return nil
+}
+
+const benchDashboardUsage = `bench dashboard [--database URL] [--groups 10000] [--jobs 100000] [--runs 10] [--json]
+
+Measures the groups page of 'concurrency serve' in a scratch schema of its
+own (created and dropped): --groups groups with 1 to 3 slot rows each (some
+expired, a tenth with an override, a fifth with rescheduled jobs) and --jobs
+queued jobs over them (a twentieth as many running). It prints the median
+and least time of GET / (the groups page) and GET /api/groups (its refresh),
+with the CPU time of this process and of the PostgreSQL backend per request,
+beside the baseline of the same run: the read 'concurrency status --json'
+makes of the same data.`
+
+func runBenchDashboard(ctx context.Context, e *env, args []string) error {
+	fs := newFlagSet(e, "bench dashboard", benchDashboardUsage)
+	database := fs.String("database", "", databaseFlagUsage)
+	groups := fs.Int("groups", 10_000, "groups in the queue, each with slot rows")
+	jobs := fs.Int("jobs", 100_000, "queued jobs, spread over the groups")
+	runs := fs.Int("runs", 10, "timed requests of each kind, after a warm-up")
+	asJSON := fs.Bool("json", false, "end with one JSON object of the figures")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	switch {
+	case fs.NArg() > 0:
+		return &exitError{code: 2, err: fmt.Errorf("unexpected argument %q; every setting is a flag (see -h)", fs.Arg(0))}
+	case *groups < 1 || *jobs < 0:
+		return &exitError{code: 2, err: fmt.Errorf("--groups %d --jobs %d: want at least 1 group and 0 or more jobs", *groups, *jobs)}
+	case *runs < 1:
+		return &exitError{code: 2, err: fmt.Errorf("--runs %d: want at least 1", *runs)}
+	}
+	url, err := pgurl.Resolve(*database)
+	if err != nil {
+		return &exitError{code: 2, err: err}
+	}
+	res, err := benchdashboard.Run(ctx, url, benchdashboard.Options{Groups: *groups, Jobs: *jobs, Runs: *runs, Out: e.stdout})
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		b, err := json.Marshal(res)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stdout, "%s\n", b)
 	}
 	return nil
 }

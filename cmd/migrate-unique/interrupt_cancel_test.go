@@ -66,11 +66,12 @@ func (q cancelQueue) comparable(t *testing.T, db string) string {
 }
 
 // tableOf is the queue table step s works on: named in the step or in the
-// index it drops; the results table for the skip-metadata column.
+// index it drops; the results table for the skip-metadata column and its
+// probe index.
 func (q cancelQueue) tableOf(s workStep) string {
 	bare := func(quoted string) string { return strings.Trim(quoted[strings.LastIndex(quoted, ".")+1:], `"`) }
 	switch {
-	case strings.HasPrefix(s.name, "skip-metadata column") && q.results != "":
+	case (strings.HasPrefix(s.name, "skip-metadata column") || strings.HasPrefix(s.name, "probe index")) && q.results != "":
 		return q.results
 	case strings.Contains(s.name, bare(q.processes)):
 		return q.processes
@@ -179,7 +180,7 @@ func blockStep(t *testing.T, q cancelQueue, db, direction string, s workStep, ol
 	case name == "record migrated":
 		return viaTrigger("a trigger waiting for a lock", "UPDATE", "NEW.state = 'migrated'")
 	case strings.HasPrefix(name, "counting index"), strings.HasPrefix(name, "prefix index"), strings.HasPrefix(name, "rebuild unique rule"),
-		strings.HasPrefix(name, "plain-jobs 0007 index"):
+		strings.HasPrefix(name, "plain-jobs 0007 index"), strings.HasPrefix(name, "probe index"):
 		if oldSnapshot {
 			return inTx("a transaction with an old snapshot", pgx.RepeatableRead, "SELECT count(*) FROM pg_class")
 		}
@@ -284,7 +285,7 @@ WHERE NOT l.granted AND l.pid = (SELECT pid FROM pg_stat_activity WHERE applicat
 // there. Interrupted at each step in turn, the layout then ends, after one
 // more run, exactly where one clean run leaves it.
 func TestInterruptCancelsTheServerStatementInEveryStep(t *testing.T) {
-	bin := buildTool(t)
+	bin := builtTool(t)
 	for _, q := range cancelQueues {
 		t.Run(q.name, func(t *testing.T) {
 			t.Parallel()

@@ -36,7 +36,7 @@ type migrateFlags struct {
 	expand, contract, force *bool
 	versionSchema           *string
 	oldAppName              *string
-	drain                   *bool
+	drain, toExpanded       *bool
 	drainTimeout            *time.Duration
 }
 
@@ -60,6 +60,7 @@ func parseMigrateFlags(e *env, name, usage string, args []string, run bool) (*mi
 	if name == "down" {
 		f.drain = fs.Bool("drain", false, "before rolling back, set each group the old unique rule would not allow to limit 1 (an override) and wait for its extra jobs to finish; the overrides are restored after the rollback, or when it gives up")
 		f.drainTimeout = fs.Duration("drain-timeout", migrations.DefaultDrainTimeout, "longest wait of --drain for the extra jobs to finish")
+		f.toExpanded = fs.Bool("to-expanded", false, "roll back to the expanded state only (the reverse of complete): unique rule and unique_key back, counting indexes, runtime tables and version schema kept, so that the old and the new version run side by side again; down without it then rolls back the rest")
 	}
 	if name == "down" || name == "plan" {
 		f.dropOperatorData = fs.Bool("drop-operator-data", false, "drop the runtime's tables and the skip-metadata column even while they hold operator data (limit overrides, class pauses, live slot leases, skip metadata), instead of keeping them; also on a layout an earlier down already rolled back (plan: with --down)")
@@ -129,7 +130,7 @@ func (f *migrateFlags) options(e *env) migrations.Options {
 		o.Expand, o.Contract, o.Force, o.VersionSchema, o.OldAppName = *f.expand, *f.contract, *f.force, *f.versionSchema, *f.oldAppName
 	}
 	if f.drain != nil {
-		o.Drain, o.DrainTimeout = *f.drain, *f.drainTimeout
+		o.Drain, o.DrainTimeout, o.ToExpanded = *f.drain, *f.drainTimeout, *f.toExpanded
 	}
 	if *f.json {
 		o.Out = nil
@@ -158,14 +159,15 @@ func describeLayout(l layout.Resolved) string {
 	return s
 }
 
-const planUsage = `plan [layout flags] [--database URL] [--lock-timeout 2s] [--max-attempts 10] [--long-transaction 1m] [--down [--drop-operator-data]] [--summary] [--json]
+const planUsage = `plan [layout flags] [--database URL] [--lock-timeout 2s] [--max-attempts 10] [--long-transaction 1m] [--down [--drop-operator-data]] [--expand | --contract] [--version-schema NAME] [--force] [--old-app-name NAME] [--summary] [--json]
 
 Shows, changing nothing, what up (with --down: down) would do: the preflight
-findings, then each step with its SQL, its lock level and the size of the
-table it touches. It takes up's and down's flags and runs their preflight
-with them (for down, its duplicate scan too), so its exit status predicts
-theirs: 1 when the run with the same flags would refuse (a fatal finding),
-0 when it would go ahead.`
+findings, then each step with its SQL, its lock level, the size of the
+table it touches and, for up, its phase (expand: the old application version
+lives with it; complete: the cutover and what follows it). It takes up's and
+down's flags and runs their preflight with them (for down, its duplicate
+scan too), so its exit status predicts theirs: 1 when the run with the same
+flags would refuse (a fatal finding), 0 when it would go ahead.`
 
 func runPlan(ctx context.Context, e *env, args []string) error {
 	f, err := parseMigrateFlags(e, "plan", planUsage, args, true)
@@ -223,7 +225,10 @@ func runPlan(ctx context.Context, e *env, args []string) error {
 		if size := stepSize(s); size != "" {
 			fmt.Fprintf(e.stdout, " (%s)", size)
 		}
-		fmt.Fprintf(e.stdout, "\n  lock:  %s; %s\n", s.Lock, stepHow(s))
+		fmt.Fprintf(e.stdout, "\n  lock:  %s; %s\n  time:  %s\n", s.Lock, stepHow(s), stepTime(s))
+		if s.Phase != "" {
+			fmt.Fprintf(e.stdout, "  phase: %s\n", phaseText[s.Phase])
+		}
 		if s.Skip != "" {
 			fmt.Fprintf(e.stdout, "  skip:  %s\n", s.Skip)
 			continue
@@ -236,6 +241,12 @@ func runPlan(ctx context.Context, e *env, args []string) error {
 		return refuse
 	}
 	return nil
+}
+
+// phaseText explains a planned step's phase.
+var phaseText = map[string]string{
+	"expand":   "expand (the old application version lives with it; up --expand runs it)",
+	"complete": "complete (after it the old version's statements naming unique_key fail; up on an expanded layout runs it)",
 }
 
 // planVerdict is plan's closing line: whether the run would go ahead, and
@@ -272,6 +283,20 @@ func stepHow(s migrations.PlannedStep) string {
 	return "one statement on its own, outside any transaction"
 }
 
+// stepTime says whether a planned step's time grows with the table and
+// whether writers wait for it.
+func stepTime(s migrations.PlannedStep) string {
+	switch {
+	case s.GrowsWithTable && s.BlocksWriters:
+		return "grows with the table (writers go on); writers wait only for its moments of locking, independent of the table's size"
+	case s.GrowsWithTable:
+		return "grows with the table; writers go on"
+	case s.BlocksWriters:
+		return "independent of the table's size; writers wait for it (at most the lock timeout to get the lock)"
+	}
+	return "independent of the table's size; writers go on"
+}
+
 // stepSize renders the size of the tables a step touches, or "".
 func stepSize(s migrations.PlannedStep) string {
 	switch {
@@ -292,22 +317,32 @@ func summaryLine(s migrations.PlannedStep) string {
 	if s.Skip != "" {
 		return line + ": skipped, " + s.Skip
 	}
+	if s.GrowsWithTable {
+		return line + ": " + s.Lock + "; grows with the table"
+	}
 	return line + ": " + s.Lock
 }
 
-const upUsage = `up [layout flags] [--database URL] [--lock-timeout 2s] [--max-attempts 10] [--long-transaction 1m] [--json]
+const upUsage = `up [layout flags] [--database URL] [--lock-timeout 2s] [--max-attempts 10] [--long-transaction 1m] [--expand [--version-schema NAME] | --contract] [--force] [--old-app-name NAME] [--json]
 
 Runs the migration online: counting indexes built CONCURRENTLY, one short
 cutover transaction (rename unique_key to concurrency_key, drop the unique
 rule, saved for down), the runtime's tables, ANALYZE. Each step prints its
 duration; index builds show progress. Safe to re-run after any failure or
-kill: it finishes what is left. Exits 0 when migrated (or already migrated).`
+kill: it finishes what is left. Exits 0 when migrated (or already migrated).
+
+Rolling deploys (docs/migration.md): up --expand runs only what the old
+application version lives with, plus a version schema of views showing
+concurrency_key (the new version sets search_path = <version schema>,
+<schema>); up on an expanded layout completes it, refusing while sessions of
+the old version still write (--force goes ahead); up --contract drops the
+version schema once every instance runs the new version.`
 
 func runUp(ctx context.Context, e *env, args []string) error {
 	return runMigration(ctx, e, "up", upUsage, args, migrations.Up)
 }
 
-const downUsage = `down [layout flags] [--database URL] [--lock-timeout 2s] [--max-attempts 10] [--long-transaction 1m] [--drop-operator-data] [--json]
+const downUsage = `down [layout flags] [--database URL] [--lock-timeout 2s] [--max-attempts 10] [--long-transaction 1m] [--drop-operator-data] [--drain [--drain-timeout 10m]] [--to-expanded] [--json]
 
 Rolls the migration back online. First a read-only scan: if any group has
 more rows than the old unique rule allows, down refuses, lists every such
@@ -317,7 +352,12 @@ renames the column back in one short transaction, and drops what up added,
 except tables that hold operator data (limit overrides, class pauses, live
 slot leases, skip metadata), which it keeps and names with what to do. On a
 rolled-back layout, down drops what an earlier down kept once it holds
-nothing; --drop-operator-data drops it with its rows.`
+nothing; --drop-operator-data drops it with its rows. From an expanded layout
+(up --expand) it drops what expand added, the version schema included.
+--drain first sets each group the old rule would not allow to limit 1 and
+waits (up to --drain-timeout) for its extra jobs to finish, then rolls back
+and restores the overrides it replaced (also when it gives up).
+--to-expanded stops at the expanded state, the reverse of complete.`
 
 func runDown(ctx context.Context, e *env, args []string) error {
 	return runMigration(ctx, e, "down", downUsage, args, migrations.Down)
@@ -353,7 +393,8 @@ func runMigration(ctx context.Context, e *env, name, usage string, args []string
 
 const statusUsage = `status [layout flags] [--database URL] [--json]
 
-Shows the layout's state (legacy, partly migrated, migrated), the tool's
+Shows the layout's state (legacy, expanded, partly migrated, migrated), the
+version schema of a rolling deploy, the tool's
 version and the version recorded in the database, each table's key column,
 the unique rules down would restore, and whether any index of ours is
 invalid.`
@@ -379,6 +420,9 @@ func runStatus(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintf(e.stdout, " (database last written by %s at %s)", st.RecordedVersion, st.RecordedAt.UTC().Format(time.RFC3339))
 	}
 	fmt.Fprintln(e.stdout)
+	if st.VersionSchema != "" {
+		fmt.Fprintf(e.stdout, "version schema: %s (the new version's search_path: %s, %s)\n", layout.Ident(st.VersionSchema), layout.Ident(st.VersionSchema), layout.Ident(l.Schema))
+	}
 	if st.Stopped != "" {
 		fmt.Fprintf(e.stdout, "stopped:  %s\n", st.Stopped)
 	}

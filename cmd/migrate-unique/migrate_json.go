@@ -71,6 +71,11 @@ type planStepJSON struct {
 	Bytes       int64  `json:"bytes"`
 	Skip        string `json:"skip"`
 	SQL         string `json:"sql"`
+	// GrowsWithTable: the step's time grows with the table's size;
+	// BlocksWriters: it takes, for a moment independent of that size, a
+	// lock writers wait for.
+	GrowsWithTable bool `json:"grows_with_table"`
+	BlocksWriters  bool `json:"blocks_writers"`
 	// Phase is "expand" or "complete" for a step of up (docs/migration.md,
 	// "Rolling deploys"), "" for down and up --contract.
 	Phase string `json:"phase"`
@@ -92,7 +97,8 @@ func planJSONOf(direction, url string, l layout.Resolved, p *migrations.PlanResu
 			sql = ""
 		}
 		out.Steps = append(out.Steps, planStepJSON{Number: s.Number, Name: s.Name, Table: s.Table, Lock: s.Lock, Execution: ex,
-			Rows: s.Rows, RowsUnknown: s.RowsUnknown, Bytes: s.Bytes, Skip: s.Skip, SQL: sql, Phase: s.Phase})
+			Rows: s.Rows, RowsUnknown: s.RowsUnknown, Bytes: s.Bytes, Skip: s.Skip, SQL: sql, Phase: s.Phase,
+			GrowsWithTable: s.GrowsWithTable, BlocksWriters: s.BlocksWriters})
 	}
 	return out
 }

@@ -262,6 +262,28 @@ func TestBenchMigrationRunsBothMigrations(t *testing.T) {
 	}
 }
 
+// bench migration --scale migrates both queues up and down at each size
+// and prints every step side by side, with the ratio.
+func TestBenchMigrationScale(t *testing.T) {
+	db := withPassword(t, testdb.New(t))
+	code, out, errOut := runCLI(t, "bench", "migration", "--database", db, "--scale", "300,600", "--partitions", "2", "--lock-timeout", "500ms")
+	if code != 0 {
+		t.Fatalf("bench migration --scale: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	for _, want := range []string{"plain-jobs' columns, not partitioned: 300 rows", "plain-jobs' columns, 2 partitions: 300 rows", "held 600/300", "up: longest insert", "down: longest insert",
+		"cutover: rename unique_key", "skip-metadata column (unless it holds skip metadata)", "probe index for skip metadata", `counting index on "pq"."jobrequest"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, " failed)") && !strings.Contains(out, " 0 failed)") || strings.Contains(out, "first failed write") {
+		t.Errorf("a write failed:\n%s", out)
+	}
+	if code, _, errOut := runCLI(t, "bench", "migration", "--database", db, "--scale", "1000,x"); code != 2 || !strings.Contains(errOut, "--scale") {
+		t.Errorf("--scale 1000,x: exit %d, %s", code, errOut)
+	}
+}
+
 // Every flag of bench migration -h is in the usage line that opens the
 // "## Migration" section of docs/performance.md, and vice versa.
 func TestBenchMigrationFlagsAreDocumented(t *testing.T) {

@@ -3,6 +3,7 @@ package testdb_test
 import (
 	"context"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -171,5 +172,28 @@ func TestThrowawayCluster(t *testing.T) {
 	conn.Close(t.Context())
 	if err := srv.DropDatabase(t.Context(), name); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestFinderFieldsAreTakenAsTheyAre: an empty EnvURL is no URL, even with
+// the variable set (a test that means "no URL" must not get the CI's
+// server); FromEnvironment is what reads the variables.
+func TestFinderFieldsAreTakenAsTheyAre(t *testing.T) {
+	t.Setenv(testdb.EnvURL, "postgres://from-the-environment@127.0.0.1:1/x?connect_timeout=2")
+	t.Setenv(testdb.EnvPGVersion, "")
+	t.Setenv(testdb.EnvPGBin, "")
+	_, err := testdb.Finder{
+		LocalURL: "postgres://postgres@127.0.0.1:1/postgres?connect_timeout=2",
+		BinDirs:  []string{t.TempDir()},
+	}.Find(t.Context())
+	if err == nil || strings.Contains(err.Error(), "from-the-environment") || strings.Contains(err.Error(), "does not connect") {
+		t.Fatalf("a Finder with no EnvURL used the variable: %v", err)
+	}
+	f := testdb.FromEnvironment()
+	if f.EnvURL != os.Getenv(testdb.EnvURL) {
+		t.Fatalf("FromEnvironment: EnvURL %q", f.EnvURL)
+	}
+	if _, err := f.Find(t.Context()); err == nil || !strings.Contains(err.Error(), testdb.EnvURL) {
+		t.Fatalf("FromEnvironment().Find with an unreachable %s: %v", testdb.EnvURL, err)
 	}
 }

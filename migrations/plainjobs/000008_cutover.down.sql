@@ -1,15 +1,17 @@
 -- The way back, in one short transaction: attach the rebuilt unique indexes
 -- as the constraints they were, and rename the key column back.
+SET LOCAL search_path = pg_catalog, pg_temp;
 DO $migrate_unique$
 DECLARE
-    t regclass;
-    e jsonb;
+    t pg_catalog.regclass;
+    e pg_catalog.jsonb;
 BEGIN
+    PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
     PERFORM set_config('lock_timeout', '2000ms', true);
     LOCK TABLE "public"."plainjobs_jobrequest", "public"."plainjobs_jobprocess", "public"."plainjobs_jobresult" IN ACCESS EXCLUSIVE MODE;
     FOR e IN SELECT jsonb_array_elements(v.saved) FROM "public"."migrate_unique_version" v WHERE v.layout = 'two-table:plainjobs_jobrequest,plainjobs_jobprocess,plainjobs_jobresult' LOOP
-        IF NOT EXISTS (SELECT 1 FROM pg_class i JOIN pg_class t ON t.relnamespace = i.relnamespace
-                       WHERE t.oid = (e->>'table')::regclass AND i.relname = e->>'index') THEN
+        IF NOT EXISTS (SELECT 1 FROM pg_class i JOIN pg_class t ON t.relnamespace = i.relnamespace JOIN pg_index x ON x.indexrelid = i.oid
+                       WHERE t.oid = (e->>'table')::regclass AND i.relname = e->>'index' AND x.indisvalid) THEN
             RAISE EXCEPTION 'the unique rule % on % has not been rebuilt: build it first (%), or roll back with migrate-unique down',
                 e->>'index', e->>'table', e->>'rebuild';
         END IF;

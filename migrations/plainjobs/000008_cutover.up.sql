@@ -1,13 +1,15 @@
 -- The cutover, in one short transaction: rename the key column on every table
 -- of the layout and drop the unique constraint or unique index that covers
 -- the key, whatever its name or predicate, saving its exact definition.
+SET LOCAL search_path = pg_catalog, pg_temp;
 DO $migrate_unique$
 DECLARE
-    t regclass;
+    t pg_catalog.regclass;
     r record;
-    found jsonb;
-    dropped jsonb := '[]';
+    found pg_catalog.jsonb;
+    dropped pg_catalog.jsonb := '[]';
 BEGIN
+    PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
     PERFORM set_config('lock_timeout', '2000ms', true);
     LOCK TABLE "public"."plainjobs_jobrequest", "public"."plainjobs_jobprocess", "public"."plainjobs_jobresult" IN ACCESS EXCLUSIVE MODE;
     FOREACH t IN ARRAY ARRAY['"public"."plainjobs_jobrequest"', '"public"."plainjobs_jobprocess"', '"public"."plainjobs_jobresult"']::regclass[] LOOP
@@ -27,7 +29,12 @@ BEGIN
             ORDER BY x.indexrelid
         LOOP
             found := found || jsonb_build_object('oid', r.indexrelid::oid::bigint, 'definition', r.def, 'constraint', r.conname,
-                'constraint_definition', r.condef, 'deferrable', r.deferrable, 'deferred', r.deferred);
+                'constraint_definition', r.condef, 'deferrable', r.deferrable, 'deferred', r.deferred,
+                -- On a partitioned table, each partition's own index, so that down rebuilds each exactly.
+                'partitions', coalesce((SELECT jsonb_agg(jsonb_build_object('oid', pi.inhrelid::bigint, 'table', px.indrelid::regclass::text,
+                                                                            'index', pc.relname, 'definition', pg_get_indexdef(pi.inhrelid)) ORDER BY pc.relname)
+                                        FROM pg_inherits pi JOIN pg_index px ON px.indexrelid = pi.inhrelid JOIN pg_class pc ON pc.oid = pi.inhrelid
+                                        WHERE pi.inhparent = r.indexrelid), '[]'));
         END LOOP;
         IF EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = t AND attname = 'unique_key' AND NOT attisdropped) THEN
             EXECUTE format('ALTER TABLE %s RENAME COLUMN %I TO %I', t, 'unique_key', 'concurrency_key');
@@ -41,7 +48,9 @@ BEGIN
             JOIN pg_class i ON i.oid = x.indexrelid
         LOOP
             dropped := dropped || ((r.e - 'oid') || jsonb_build_object('table', t::text, 'index', r.index_name, 'rebuild', r.rebuild,
-                'predicate', r.predicate, 'columns', r.columns));
+                'predicate', r.predicate, 'columns', r.columns,
+                'partitions', coalesce((SELECT jsonb_agg((p.e - 'oid') || jsonb_build_object('rebuild', pg_get_indexdef((p.e->>'oid')::bigint::oid)))
+                                        FROM jsonb_array_elements(r.e->'partitions') AS p(e)), '[]')));
             IF r.e->>'constraint' IS NOT NULL THEN
                 EXECUTE format('ALTER TABLE %s DROP CONSTRAINT %I', t, r.e->>'constraint');
             ELSE

@@ -17,7 +17,7 @@ var exclusionCheck = Check{Kind: "exclusion constraints", Run: func(ctx context.
 	}
 	return query(ctx, q, t, `WITH `+queueColumns+`, `+dependsOnKey+`
 SELECT DISTINCT format('%s', `+quoted("con.conname")+`), format('%s.%s', `+quoted("n.nspname")+`, `+quoted("c.relname")+`), pg_get_constraintdef(con.oid)
-FROM deps JOIN pg_constraint con ON con.contype = 'x' AND (deps.classid = 'pg_constraint'::regclass AND con.oid = deps.objid
+FROM deps JOIN pg_constraint con ON con.contype = 'x' AND con.conparentid = 0 AND (deps.classid = 'pg_constraint'::regclass AND con.oid = deps.objid
                                                            OR deps.classid = 'pg_class'::regclass AND con.conindid = deps.objid)
 JOIN pg_class c ON c.oid = con.conrelid JOIN pg_namespace n ON n.oid = c.relnamespace
 ORDER BY 2, 1`, func(rows pgx.Rows) (Finding, error) {

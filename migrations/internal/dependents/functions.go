@@ -41,7 +41,7 @@ trig AS (
     SELECT tg.tgfoid AS fn, array_agg(format('trigger %s on %s.%s', `+quoted("tg.tgname")+`, `+quoted("n.nspname")+`, `+quoted("c.relname")+`) ORDER BY tg.tgname) AS triggers
     FROM pg_trigger tg JOIN queue ON queue.rel = tg.tgrelid
     JOIN pg_class c ON c.oid = tg.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace
-    WHERE NOT tg.tgisinternal
+    WHERE NOT tg.tgisinternal AND tg.tgparentid = 0 -- a partition's clone is its parent's trigger
     GROUP BY tg.tgfoid)
 SELECT n.nspname::text, p.proname::text, pg_get_function_identity_arguments(p.oid), p.prokind::text, p.prosrc,
        coalesce(trig.triggers, '{}'), coalesce(obj_description(p.oid, 'pg_proc'), ''),

@@ -22,7 +22,7 @@ SELECT DISTINCT format('%s.%s', `+quoted("n.nspname")+`, `+quoted("i.relname")+`
 FROM deps JOIN pg_index x ON deps.classid = 'pg_class'::regclass AND x.indexrelid = deps.objid
 JOIN queue ON queue.rel = x.indrelid
 JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_namespace n ON n.oid = i.relnamespace
-WHERE (x.indexprs IS NOT NULL OR x.indpred IS NOT NULL)
+WHERE NOT i.relispartition AND (x.indexprs IS NOT NULL OR x.indpred IS NOT NULL)
   AND NOT EXISTS (SELECT 1 FROM pg_constraint con WHERE con.conindid = x.indexrelid AND con.contype = 'x')
   AND NOT (x.indisunique AND x.indexprs IS NOT NULL)
   AND NOT (x.indisunique AND NOT x.indisprimary AND queue.key = ANY (x.indkey::int2[]))

@@ -36,11 +36,13 @@ CREATE TABLE jobs_old PARTITION OF jobs FOR VALUES FROM (MINVALUE) TO ('2026-01-
 CREATE TABLE jobs_now PARTITION OF jobs FOR VALUES FROM ('2026-01-01') TO (MAXVALUE);
 INSERT INTO jobs (job_type, unique_key, created_at) SELECT 'email.send', 'k-' || i, now() - make_interval(days => i * 30) FROM generate_series(1, 40) AS i;`
 
-func TestPartitionedQueueIsRefused(t *testing.T) {
+// A partitioned queue whose unique rule is a constraint has no online way
+// back: refused before any change.
+func TestPartitionedQueueWithAUniqueConstraintIsRefused(t *testing.T) {
 	url := testdb.New(t)
 	exec(t, url, partitionedJobs)
 	expectRefused(t, url, legacy.SingleTable, `table "public"."jobs" is partitioned (PARTITION BY RANGE (created_at), partitions "public"."jobs_now", "public"."jobs_old")`,
-		"does not migrate partitioned or inherited queues", `"Partitioned and inherited tables"`)
+		`its unique rule is a constraint, "jobs_type_key_created" (UNIQUE (job_type, unique_key, created_at))`, "ADD CONSTRAINT ... USING INDEX does not run there", `"Partitioned and inherited tables"`)
 	exec(t, url, insertJob("unique_key"))
 }
 
@@ -111,10 +113,12 @@ func TestStatusAfterAnUpThatStoppedOnAPartitionedQueue(t *testing.T) {
 	exec(t, url, insertJob("unique_key"))
 }
 
-// The documented way through: the operator builds the counting index per
-// partition and attaches it to one created ON ONLY the partitioned table,
-// and runs the cutover by hand; up then finishes (runtime tables, the skip
-// column, the state) and down refuses, before any change.
+// The documented way through for a rule that is a constraint: the
+// operator builds the counting index per partition and attaches it to one
+// created ON ONLY the partitioned table, and runs the cutover by hand; up
+// then finishes (runtime tables, the skip column, the state). Down rolls
+// back what up did (no rule was saved: the operator adds the constraint
+// again); a counting index dropped by hand meanwhile is drift up repairs.
 func TestPartitionedQueueMigratedByHandThenUp(t *testing.T) {
 	ctx := context.Background()
 	s := legacy.SingleTable
@@ -138,31 +142,26 @@ func TestPartitionedQueueMigratedByHandThenUp(t *testing.T) {
 		t.Fatalf("up after the hand-made index and cutover: %v", err)
 	}
 	exec(t, url, insertJob("concurrency_key"))
-	// Down would drop the counting index CONCURRENTLY on the partitioned
-	// table: refused, before any change.
-	before := readState(t, url, s)
-	var pe *migrations.PreflightError
-	if _, err := migrations.Down(ctx, url, s.Layout, migrations.Options{}); !errors.As(err, &pe) || !strings.Contains(err.Error(), "down could neither rebuild the unique rule nor drop the counting index") {
-		t.Fatalf("down: %v, want the partitioned refusal", err)
-	}
-	if after := readState(t, url, s); after.String() != before.String() {
-		t.Errorf("a refused down changed the database:\nbefore: %s\nafter:  %s", before, after)
-	}
-	// The counting index dropped by hand: up would have to build it
-	// CONCURRENTLY on the partitioned table, so it refuses instead of
-	// failing half-way.
+	// The counting index dropped by hand: drift, which up repairs on
+	// every partition.
 	exec(t, url, `DROP INDEX jobs_concurrency_key_idx`)
-	if _, err := migrations.Up(ctx, url, s.Layout, migrations.Options{}); !errors.As(err, &pe) || !strings.Contains(err.Error(), "cannot build the counting index on a partitioned table") {
-		t.Fatalf("up repairing a partitioned queue's counting index: %v, want a refusal", err)
+	st, err := migrations.Status(ctx, url, s.Layout)
+	if err != nil || len(st.Drift) == 0 {
+		t.Fatalf("status after the counting index was dropped: drift %q, %v", st.Drift, err)
+	}
+	if _, err := migrations.Up(ctx, url, s.Layout, migrations.Options{}); err != nil {
+		t.Fatalf("up repairing a partitioned queue's counting index: %v", err)
+	}
+	if st, err = migrations.Status(ctx, url, s.Layout); err != nil || len(st.Drift) != 0 || st.State != migrations.Migrated {
+		t.Fatalf("status after the repair: %s, drift %q, %v", st.State, st.Drift, err)
 	}
 	exec(t, url, insertJob("concurrency_key"))
-	// The documented way back: with the counting index gone, down renames
-	// the column back and removes what up added (no unique rule was saved:
-	// the operator adds it again).
+	// Down renames the column back and removes what up added, the
+	// counting index with every partition's.
 	if _, err := migrations.Down(ctx, url, s.Layout, migrations.Options{}); err != nil {
-		t.Fatalf("down without the counting index: %v", err)
+		t.Fatalf("down: %v", err)
 	}
-	if st := readState(t, url, s); st.versionTable || !strings.Contains(strings.Join(st.columns, " "), "jobs.unique_key") {
+	if st := readState(t, url, s); st.versionTable || !strings.Contains(strings.Join(st.columns, " "), "jobs.unique_key") || strings.Contains(st.String(), "concurrency_key_idx") {
 		t.Fatalf("after down: %s", st)
 	}
 	exec(t, url, insertJob("unique_key"))
@@ -188,4 +187,14 @@ func TestPartitionedResultsTableIsMigrated(t *testing.T) {
 		return `INSERT INTO plainjobs_jobresult (created_at, uuid, job_class, source, priority, queue, retries, retry_attempt, ` + col + `, job_request_uuid, job_process_uuid, ended_at, error, status)
 VALUES (now(), gen_random_uuid(), 'app.Send', '', 0, 'default', 0, 0, 'r-` + col + `', gen_random_uuid(), gen_random_uuid(), now(), '', 'SUCCESSFUL')`
 	})
+}
+
+// A partition's own unique index on the key, not part of a rule of the
+// partitioned table, would outlive the cutover: refused.
+func TestPartitionsOwnUniqueIndexIsRefused(t *testing.T) {
+	url := testdb.New(t)
+	exec(t, url, partitionedJobs+`
+ALTER TABLE jobs DROP CONSTRAINT jobs_type_key_created;
+CREATE UNIQUE INDEX jobs_now_own_key ON jobs_now (job_type, unique_key);`)
+	expectRefused(t, url, legacy.SingleTable, `partition "public"."jobs_now" has its own unique index "public"."jobs_now_own_key"`, "DROP INDEX CONCURRENTLY")
 }

@@ -20,7 +20,7 @@ var primaryKeyCheck = Check{Kind: "primary keys", Run: func(ctx context.Context,
 SELECT format('%s.%s', `+quoted("n.nspname")+`, `+quoted("c.relname")+`), coalesce(con.conname::text, i.relname::text), pg_get_indexdef(x.indexrelid)
 FROM queue JOIN pg_index x ON x.indrelid = queue.rel AND x.indisprimary AND queue.key = ANY ((x.indkey::int2[])[0:x.indnkeyatts - 1])
 JOIN pg_class c ON c.oid = queue.rel JOIN pg_namespace n ON n.oid = c.relnamespace
-JOIN pg_class i ON i.oid = x.indexrelid
+JOIN pg_class i ON i.oid = x.indexrelid AND NOT i.relispartition
 LEFT JOIN pg_constraint con ON con.conindid = x.indexrelid AND con.contype = 'p'
 ORDER BY 1`, func(rows pgx.Rows) (Finding, error) {
 		var table, name, def string

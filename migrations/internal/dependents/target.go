@@ -78,6 +78,7 @@ type Check struct {
 // All lists every check, in the order their findings are shown.
 var All = []Check{
 	partitionsCheck,
+	partitionUniqueCheck,
 	functionsCheck,
 	triggerArgumentsCheck,
 	foreignKeysCheck,
@@ -112,14 +113,20 @@ func Run(ctx context.Context, q Querier, t Target) ([]Finding, error) {
 	return out, nil
 }
 
-// queueColumns is a CTE "queue (rel, key)": each queue table and the
-// attribute number of its key column ($1 schema, $2 tables, $3 column).
+// queueColumns is a CTE "queue (rel, key, root)": each queue table and the
+// attribute number of its key column ($1 schema, $2 tables, $3 column),
+// root true; and every partition of a partitioned queue table, at any
+// level, root false: what depends on a partition's key column is checked
+// as what depends on the table's.
 const queueColumns = `queue AS (
-    SELECT c.oid AS rel, a.attnum AS key
-    FROM pg_class c
-    JOIN pg_namespace n ON n.oid = c.relnamespace
-    JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = $3 AND NOT a.attisdropped
-    WHERE n.nspname = $1 AND c.relname = ANY ($2))`
+    SELECT p.relid AS rel, a.attnum AS key, p.root
+    FROM pg_catalog.pg_class c
+    JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
+    CROSS JOIN LATERAL (SELECT c.oid AS relid, true AS root
+                        UNION ALL
+                        SELECT t.relid, false FROM pg_catalog.pg_partition_tree(c.oid) AS t WHERE t.relid OPERATOR(pg_catalog.<>) c.oid) AS p
+    JOIN pg_catalog.pg_attribute a ON a.attrelid OPERATOR(pg_catalog.=) p.relid AND a.attname OPERATOR(pg_catalog.=) $3 AND NOT a.attisdropped
+    WHERE n.nspname OPERATOR(pg_catalog.=) $1 AND c.relname OPERATOR(pg_catalog.=) ANY ($2))`
 
 // droppedUnique is a CTE "dropped (rel, idx)", after queueColumns: the
 // unique indexes (and the constraints they back) up's cutover drops, by the

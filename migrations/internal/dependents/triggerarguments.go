@@ -23,7 +23,7 @@ SELECT format('%s on %s.%s', `+quoted("tg.tgname")+`, `+quoted("n.nspname")+`, `
        encode(tg.tgargs, 'escape')
 FROM pg_trigger tg JOIN queue ON queue.rel = tg.tgrelid
 JOIN pg_class c ON c.oid = tg.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace
-WHERE NOT tg.tgisinternal AND tg.tgnargs > 0
+WHERE NOT tg.tgisinternal AND tg.tgparentid = 0 AND tg.tgnargs > 0
 ORDER BY 1`, func(rows pgx.Rows) (Finding, error) {
 		var trigger, encoded string
 		if err := rows.Scan(&trigger, &encoded); err != nil {

@@ -23,7 +23,7 @@ FROM deps JOIN pg_index x ON deps.classid = 'pg_class'::regclass AND x.indexreli
 JOIN queue ON queue.rel = x.indrelid
 JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_namespace n ON n.oid = i.relnamespace
 JOIN pg_class tc ON tc.oid = x.indrelid JOIN pg_namespace tn ON tn.oid = tc.relnamespace
-WHERE x.indisunique AND NOT x.indisprimary AND x.indexprs IS NOT NULL AND NOT (queue.key = ANY (x.indkey::int2[]))
+WHERE NOT i.relispartition AND x.indisunique AND NOT x.indisprimary AND x.indexprs IS NOT NULL AND NOT (queue.key = ANY (x.indkey::int2[]))
 ORDER BY 1`, func(rows pgx.Rows) (Finding, error) {
 		var index, table, def, exprs string
 		if err := rows.Scan(&index, &table, &def, &exprs); err != nil {

@@ -71,7 +71,7 @@ type GroupsView struct {
 func rowOf(g groupstatus.Group) Row {
 	r := Row{Group: g.Group, Class: g.Class, Key: g.Key, Limit: "-", LimitSource: g.LimitSource,
 		Queued: g.Queued, Running: g.Running, SlotsHeld: g.SlotsHeld, OverLimit: g.SlotsOverLimit,
-		Rescheduled: len(g.RescheduledJobs), URL: "/group?" + url.Values{"name": {g.Group}}.Encode()}
+		Rescheduled: len(g.RescheduledJobs)}
 	switch g.LimitSource {
 	case "override":
 		r.Reason = g.OverrideReason
@@ -106,6 +106,9 @@ func rowOf(g groupstatus.Group) Row {
 	}
 	return r
 }
+
+// groupURL is a group's page.
+func groupURL(group string) string { return "/group?" + url.Values{"name": {group}}.Encode() }
 
 // sortByPressure orders rows as the groups page shows them: most active
 // jobs per slot first (jobs behind a limit of 0 before all), then most
@@ -169,6 +172,9 @@ func (s *Server) readGroups(ctx context.Context, r *http.Request) (GroupsView, e
 	v.Page = min(v.Page, v.Pages)
 	from := (v.Page - 1) * v.PageSize
 	v.Rows = rows[from:min(from+v.PageSize, len(rows))]
+	for i := range v.Rows {
+		v.Rows[i].URL = groupURL(v.Rows[i].Group)
+	}
 	return v, nil
 }
 

@@ -1,0 +1,397 @@
+package migrations
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/migrate-unique/migrate-unique/layout"
+)
+
+// A partitioned table takes no CREATE INDEX CONCURRENTLY. An index on it is
+// built online the way PostgreSQL's documentation describes (CREATE INDEX,
+// "Building Indexes Concurrently" on partitioned tables):
+//
+//  1. CREATE INDEX ... ON ONLY parent: the parent's index, INVALID, empty (a
+//     partitioned index has no storage). It takes SHARE on the parent alone
+//     for a moment, under the run's bounded lock wait and retries. From then
+//     on, a partition created or attached (pg_partman's premake) gets its
+//     own index built and attached by PostgreSQL itself.
+//  2. For each partition without an attached index: CREATE INDEX
+//     CONCURRENTLY on it (writers go on), then ALTER INDEX parent ATTACH
+//     PARTITION (a moment's lock on the partition's index, bounded and
+//     retried).
+//  3. The partition list is read again until none lacks the index: the
+//     parent's index is then VALID.
+//
+// Every part is idempotent: a run stopped anywhere resumes where it stopped.
+// A sub-partitioned table or a foreign-table partition is refused before
+// any change (package dependents, partitions.go).
+type partitionedIndex struct {
+	// parent is the quoted partitioned table; schema and name the parent
+	// index (created in the parent's schema, the layout's).
+	parent, schema, name string
+	// parentSQL creates the parent's index ON ONLY parent, IF NOT EXISTS.
+	parentSQL string
+	// partition returns the name of p's index and the CREATE INDEX
+	// CONCURRENTLY statement that builds it.
+	partition func(ctx context.Context, q querier, p partitionRef) (name, sql string, err error)
+	// unique marks down's rebuild of a unique rule: a cancelled build's
+	// INVALID index is dropped at once (it would reject duplicates).
+	unique bool
+	// building is the quoted partition index being built, for the cleanup
+	// of a failed unique build.
+	building string
+}
+
+func (pi *partitionedIndex) quotedIndex() string {
+	return pgx.Identifier{pi.schema, pi.name}.Sanitize()
+}
+
+// partitionRef is one partition of a partitioned table.
+type partitionRef struct {
+	oid          uint32
+	schema, name string
+	// kind is pg_class.relkind: r (a table), p (itself partitioned) or f
+	// (a foreign table).
+	kind string
+}
+
+func (p partitionRef) quoted() string { return pgx.Identifier{p.schema, p.name}.Sanitize() }
+
+// maxPartitionRounds bounds the rounds of step 3: partitions that keep
+// appearing faster than their indexes are built.
+const maxPartitionRounds = 20
+
+// errPartitionsKeepAppearing says the partition list never settled.
+var errPartitionsKeepAppearing = errors.New("partitions without the index kept appearing")
+
+// runPartitioned builds the index of s on every partition of its table and
+// attaches it, until the parent's index is valid.
+func (r *runner) runPartitioned(ctx context.Context, s step) error {
+	pi := s.partitioned
+	index := pi.quotedIndex()
+	for round := 1; ; round++ {
+		exists, valid, err := indexState(ctx, r.conn, index)
+		if err != nil {
+			return err
+		}
+		if valid {
+			return nil
+		}
+		if !exists {
+			part := step{name: s.name + ": " + index + " ON ONLY " + pi.parent, kind: stepTx, sql: pi.parentSQL}
+			if _, _, err := r.runStep(ctx, part); err != nil {
+				return err
+			}
+		}
+		missing, err := unindexedPartitions(ctx, r.conn, pi.parent, index)
+		if err != nil {
+			return err
+		}
+		if len(missing) == 0 {
+			if _, valid, err = indexState(ctx, r.conn, index); err != nil || valid {
+				return err
+			}
+			return fmt.Errorf("index %s on %s stays INVALID although every partition has its index attached; check it with \\d+ %s", index, pi.parent, pi.parent)
+		}
+		if round > maxPartitionRounds {
+			return fmt.Errorf("index %s on %s: %w after %d rounds (%d still lack it: %s); run again once partitions are created less often", index, pi.parent, errPartitionsKeepAppearing, round-1, len(missing), missing[0].quoted())
+		}
+		for _, p := range missing {
+			if p.kind != "r" {
+				return fmt.Errorf("partition %s of %s is %s: its index cannot be built CONCURRENTLY and attached; nothing was attached to it", p.quoted(), pi.parent, map[string]string{"p": "itself partitioned", "f": "a foreign table"}[p.kind])
+			}
+			name, sql, err := pi.partition(ctx, r.conn, p)
+			if err != nil {
+				return err
+			}
+			pidx := pgx.Identifier{p.schema, name}.Sanitize()
+			pi.building = pidx
+			r.printf("%s: partition %s: %s\n", s.name, p.quoted(), pidx)
+			if err := r.runConcurrent(ctx, step{name: s.name, sql: sql, index: pidx, unique: pi.unique}); err != nil {
+				return fmt.Errorf("build %s on partition %s: %w", pidx, p.quoted(), err)
+			}
+			attach := step{name: s.name + ": attach " + pidx, kind: stepTx, sql: "ALTER INDEX " + index + " ATTACH PARTITION " + pidx}
+			if _, _, err := r.runStep(ctx, attach); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// indexState says whether the quoted index exists and is valid.
+func indexState(ctx context.Context, q querier, index string) (exists, valid bool, err error) {
+	err = q.QueryRow(ctx, `SELECT x.indisvalid FROM pg_catalog.pg_index x WHERE x.indexrelid = pg_catalog.to_regclass($1::pg_catalog.text)`, index).Scan(&valid)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, false, nil
+	}
+	if err != nil {
+		return false, false, fmt.Errorf("read index %s: %w", index, err)
+	}
+	return true, valid, nil
+}
+
+// unindexedPartitions lists the partitions of the quoted parent that have no
+// index attached to the quoted parent index (every partition when index is
+// "").
+func unindexedPartitions(ctx context.Context, q querier, parent, index string) ([]partitionRef, error) {
+	rows, err := q.Query(ctx, `SELECT p.oid::pg_catalog.int8, pn.nspname::pg_catalog.text, p.relname::pg_catalog.text, p.relkind::pg_catalog.text
+FROM pg_catalog.pg_inherits i
+JOIN pg_catalog.pg_class p ON p.oid OPERATOR(pg_catalog.=) i.inhrelid
+JOIN pg_catalog.pg_namespace pn ON pn.oid OPERATOR(pg_catalog.=) p.relnamespace
+WHERE i.inhparent OPERATOR(pg_catalog.=) pg_catalog.to_regclass($1::pg_catalog.text)
+  AND ($2::pg_catalog.text OPERATOR(pg_catalog.=) '' OR NOT EXISTS (
+      SELECT 1 FROM pg_catalog.pg_inherits ii JOIN pg_catalog.pg_index cx ON cx.indexrelid OPERATOR(pg_catalog.=) ii.inhrelid
+      WHERE ii.inhparent OPERATOR(pg_catalog.=) pg_catalog.to_regclass($2::pg_catalog.text) AND cx.indrelid OPERATOR(pg_catalog.=) p.oid))
+ORDER BY 2, 3`, parent, index)
+	if err != nil {
+		return nil, fmt.Errorf("read the partitions of %s: %w", parent, err)
+	}
+	defer rows.Close()
+	var out []partitionRef
+	for rows.Next() {
+		var p partitionRef
+		var oid int64
+		if err := rows.Scan(&oid, &p.schema, &p.name, &p.kind); err != nil {
+			return nil, fmt.Errorf("read the partitions of %s: %w", parent, err)
+		}
+		p.oid = uint32(oid)
+		out = append(out, p)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read the partitions of %s: %w", parent, err)
+	}
+	return out, nil
+}
+
+// partitionedSQL renders, for plan and the step's record, what the build
+// runs: the parent's index, then one build and attach per partition (the
+// partitions known now; the run reads them again as it goes).
+func partitionedSQL(pi *partitionedIndex, partitions []string, example string) string {
+	var b strings.Builder
+	b.WriteString(strings.TrimSpace(pi.parentSQL) + "\n")
+	fmt.Fprintf(&b, "-- then, for each partition without it (now %d: %s), one at a time:\n", len(partitions), strings.Join(partitions, ", "))
+	b.WriteString("--   " + strings.TrimSpace(example) + "\n")
+	fmt.Fprintf(&b, "--   ALTER INDEX %s ATTACH PARTITION <its index>;\n", pi.quotedIndex())
+	b.WriteString("-- and again until none lacks it (a partition created meanwhile gets its index from PostgreSQL).")
+	return b.String()
+}
+
+// countingIndexOn returns ci's build on a partitioned table: the parent's
+// index ON ONLY the table, each partition's CONCURRENTLY under its own
+// name (<partition>_concurrency_key_idx, as on a table of its own).
+func countingIndexOn(l layout.Resolved, ci countingIndex, keyColumn string) (*partitionedIndex, error) {
+	parentSQL, err := ci.render(l, keyColumn, l.Table(ci.table), layout.Ident(ci.name), true)
+	if err != nil {
+		return nil, err
+	}
+	suffix := "_concurrency_key_idx"
+	if ci.prefix {
+		suffix = "_concurrency_key_c_idx"
+	}
+	return &partitionedIndex{parent: l.Table(ci.table), schema: l.Schema, name: ci.name, parentSQL: parentSQL,
+		partition: func(_ context.Context, _ querier, p partitionRef) (string, string, error) {
+			name := indexName(p.name, suffix)
+			sql, err := ci.render(l, keyColumn, p.quoted(), layout.Ident(name), false)
+			return name, sql, err
+		}}, nil
+}
+
+// probeIndexName is the name of down's probe index on the skip-metadata
+// table (see probeStep).
+func probeIndexName(table string) string { return indexName(table, "_concurrency_skip_probe_idx") }
+
+// probeSQL is the probe index's statement: a partial index over the rows
+// that hold skip metadata, so that whether any does is read from it in
+// time independent of the table's size.
+func probeSQL(head, index, on string) string {
+	col := layout.Ident(layout.SkipMetadataColumn)
+	return fmt.Sprintf("%s %s %s ((%s IS NOT NULL)) WHERE %s IS NOT NULL;", head, index, on, col, col)
+}
+
+// skipProbeQuery is the question the skip-metadata step asks under its
+// ACCESS EXCLUSIVE lock: answered from the probe index (enable_seqscan is
+// off in that transaction), never by reading the table.
+func skipProbeQuery(table string) string {
+	return "SELECT EXISTS (SELECT 1 FROM " + table + " WHERE " + layout.Ident(layout.SkipMetadataColumn) + " IS NOT NULL)"
+}
+
+// probeStep is down's step before the skip-metadata column's: it builds the
+// probe index CONCURRENTLY (per partition on a partitioned table), while
+// writers go on, so that the next step, under its ACCESS EXCLUSIVE lock,
+// learns whether the column holds skip metadata from the index instead of
+// scanning the table.
+func probeStep(in *inspection) step {
+	l := in.l
+	st := l.SkipTable()
+	table := l.Table(st)
+	name := probeIndexName(st)
+	s := step{name: "probe index for skip metadata on " + table + " (so that the next step does not read the table under its lock)", table: table,
+		lock: "SHARE UPDATE EXCLUSIVE (writers go on)", kind: stepConcurrent, index: l.Table(name), grows: true}
+	if t := in.table(st); t != nil && t.partitioned {
+		pi := &partitionedIndex{parent: table, schema: l.Schema, name: name, parentSQL: probeSQL("CREATE INDEX IF NOT EXISTS", layout.Ident(name), "ON ONLY "+table),
+			partition: func(_ context.Context, _ querier, p partitionRef) (string, string, error) {
+				n := probeIndexName(p.name)
+				return n, probeSQL("CREATE INDEX CONCURRENTLY", layout.Ident(n), "ON "+p.quoted()), nil
+			}}
+		s.partitioned, s.index = pi, ""
+		s.lock = partitionedLock
+		s.sql = partitionedSQL(pi, t.partitionNames(), probeSQL("CREATE INDEX CONCURRENTLY", "<name>", "ON <partition>"))
+	} else {
+		s.sql = probeSQL("CREATE INDEX CONCURRENTLY", layout.Ident(name), "ON "+table)
+	}
+	for _, ix := range in.indexes[st] {
+		if ix.name == name && ix.valid {
+			s.skip = "already built"
+		}
+	}
+	return s
+}
+
+// partitionedLock is the lock line of a build on a partitioned table.
+const partitionedLock = "SHARE UPDATE EXCLUSIVE per partition build (writers go on); SHARE on the parent and ACCESS EXCLUSIVE on each partition's new index for a moment (ON ONLY, ATTACH PARTITION: bounded wait, retried)"
+
+// partitionNames lists t's partitions, quoted.
+func (t tableInfo) partitionNames() []string {
+	var out []string
+	for _, p := range t.partitions {
+		out = append(out, p.quoted())
+	}
+	return out
+}
+
+// onPartitions turns s, the build of ci, into its build on a partitioned
+// table when t is one.
+func onPartitions(s *step, l layout.Resolved, ci countingIndex, t *tableInfo) error {
+	if !t.partitioned {
+		return nil
+	}
+	pi, err := countingIndexOn(l, ci, t.keyColumn())
+	if err != nil {
+		return err
+	}
+	example, err := ci.render(l, t.keyColumn(), "<partition>", "<partition>_"+strings.TrimPrefix(ci.name, ci.table+"_"), false)
+	if err != nil {
+		return err
+	}
+	s.partitioned, s.index, s.lock = pi, "", partitionedLock
+	s.sql = partitionedSQL(pi, t.partitionNames(), example)
+	return nil
+}
+
+// savedTable is the table of the layout the saved rule s is on, or nil.
+func (in *inspection) savedTable(s SavedUnique) *tableInfo {
+	if in.version == nil {
+		return nil
+	}
+	for i, v := range in.version.saved {
+		if v.Table != s.Table || v.Index != s.Index {
+			continue
+		}
+		for j, t := range in.tables {
+			if t.exists && t.oid == in.version.savedTables[i] {
+				return &in.tables[j]
+			}
+		}
+	}
+	return nil
+}
+
+// rebuildOnPartitions turns st, down's rebuild of the saved unique rule s,
+// into its build on the partitioned table t: the parent's index ON ONLY
+// (its saved definition), each partition's CONCURRENTLY under its saved
+// name and definition; a partition created since up gets the parent's
+// definition under the name <partition>_unique_rule_idx.
+func (r *runner) rebuildOnPartitions(st *step, s SavedUnique, t *tableInfo) error {
+	rest, ok := strings.CutPrefix(s.Rebuild, "CREATE UNIQUE INDEX ")
+	if !ok || !strings.Contains(rest, " ON ONLY ") {
+		return fmt.Errorf("the saved definition of %s on the partitioned table %s is not a unique index ON ONLY the table (%q); restore it by hand from %s",
+			s.Index, s.Table, s.Rebuild, r.l.Table(layout.VersionTable))
+	}
+	pi := &partitionedIndex{parent: r.l.Table(t.name), schema: r.l.Schema, name: s.Index, parentSQL: "CREATE UNIQUE INDEX IF NOT EXISTS " + rest + ";", unique: true}
+	pi.partition = func(ctx context.Context, q querier, p partitionRef) (string, string, error) {
+		for _, sp := range s.Partitions {
+			var oid int64
+			err := q.QueryRow(ctx, "SELECT coalesce(pg_catalog.to_regclass($1::pg_catalog.text)::pg_catalog.oid::pg_catalog.int8, 0)", sp.Table).Scan(&oid)
+			if err != nil {
+				return "", "", fmt.Errorf("read partition %s: %w", sp.Table, err)
+			}
+			def, ok := strings.CutPrefix(sp.Rebuild, "CREATE UNIQUE INDEX ")
+			if oid == int64(p.oid) && ok {
+				return sp.Index, "CREATE UNIQUE INDEX CONCURRENTLY " + def + ";", nil
+			}
+		}
+		// A partition created since up: the parent's definition, on it.
+		var tail string
+		var matches bool
+		err := q.QueryRow(ctx, `SELECT pg_catalog.starts_with($1::pg_catalog.text, h.head), pg_catalog.substr($1::pg_catalog.text, pg_catalog.length(h.head) OPERATOR(pg_catalog.+) 1)
+FROM (SELECT 'CREATE UNIQUE INDEX ' OPERATOR(pg_catalog.||) pg_catalog.quote_ident($2::pg_catalog.text) OPERATOR(pg_catalog.||) ' ON ONLY '
+             OPERATOR(pg_catalog.||) pg_catalog.quote_ident(n.nspname) OPERATOR(pg_catalog.||) '.' OPERATOR(pg_catalog.||) pg_catalog.quote_ident(c.relname) AS head
+      FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
+      WHERE c.oid OPERATOR(pg_catalog.=) pg_catalog.to_regclass($3::pg_catalog.text)) AS h`, s.Rebuild, s.Index, pi.parent).Scan(&matches, &tail)
+		if err != nil {
+			return "", "", fmt.Errorf("derive the unique rule %s for partition %s: %w", s.Index, p.quoted(), err)
+		}
+		if !matches || !strings.HasPrefix(tail, " USING ") {
+			return "", "", fmt.Errorf("derive the unique rule %s for partition %s, created after up: its saved definition %q does not read as expected; build it by hand", s.Index, p.quoted(), s.Rebuild)
+		}
+		name := indexName(p.name, "_unique_rule_idx")
+		return name, "CREATE UNIQUE INDEX CONCURRENTLY " + layout.Ident(name) + " ON " + p.quoted() + tail + ";", nil
+	}
+	var example string
+	if len(s.Partitions) > 0 {
+		example = "CREATE UNIQUE INDEX CONCURRENTLY " + strings.TrimPrefix(s.Partitions[0].Rebuild, "CREATE UNIQUE INDEX ") + ";"
+	}
+	st.partitioned, st.index, st.lock = pi, "", partitionedLock
+	st.sql = partitionedSQL(pi, t.partitionNames(), example)
+	return nil
+}
+
+// dropPartitionedUnique leaves nothing of a failed rebuild on a partitioned
+// table: the parent's index with every partition's attached to it (in a
+// short transaction, bounded wait), then the INVALID index of the build
+// that failed (CONCURRENTLY). Until then they would reject duplicates.
+func (r *runner) dropPartitionedUnique(ctx context.Context, st step) {
+	pi := st.partitioned
+	drop := step{name: st.name + ": drop what the failed build left", kind: stepTx, exclusive: []string{pi.parent}, sql: "DROP INDEX IF EXISTS " + pi.quotedIndex() + ";"}
+	_, _, _ = r.runStep(ctx, drop)
+	if pi.building != "" {
+		_, _ = r.conn.Exec(ctx, "DROP INDEX CONCURRENTLY IF EXISTS "+pi.building)
+	}
+}
+
+// partitionedForFiles refuses, for the golang-migrate files, a partitioned
+// table on which the migration builds an index (a counting index, the
+// unique rule down rebuilds): each partition's build and attach depend on
+// the partitions that exist when the files run, which fixed files cannot
+// know. Up and Down do it.
+func (in *inspection) partitionedForFiles() []Finding {
+	var out []Finding
+	for _, t := range in.tables {
+		if !t.partitioned {
+			continue
+		}
+		builds := slices.Contains(in.l.ActiveTables(), t.name)
+		for _, ix := range in.indexes[t.name] {
+			builds = builds || ix.unique && !ix.primary && ix.coversKey()
+		}
+		if in.version != nil {
+			for _, s := range in.version.saved {
+				st := in.savedTable(s)
+				builds = builds || st != nil && st.name == t.name
+			}
+		}
+		if builds {
+			table := in.l.Table(t.name)
+			out = append(out, Finding{Fatal: true, Kind: "partitioned_or_inherited_table", Object: table,
+				Message: fmt.Sprintf("table %s is partitioned: golang-migrate files cannot build its indexes online (ON ONLY the table, then CONCURRENTLY and ATTACH PARTITION for each partition that exists when they run); migrate it with migrate-unique up and down, which do", table),
+				Action:  "use migrate-unique up and down"})
+		}
+	}
+	return out
+}
