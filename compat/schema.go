@@ -95,7 +95,8 @@ type uniqueRule struct {
 	name string
 	// valid is false while the index is being built (down rebuilds it
 	// CONCURRENTLY): it already refuses duplicates, but ON CONFLICT cannot
-	// name it as its arbiter yet.
+	// name it as its arbiter yet. It is false too for a predicate
+	// internal/qualify cannot render on any search_path.
 	valid bool
 	// cols are its key columns in index order; pred its predicate as the
 	// catalog renders it ("" for none).
@@ -142,7 +143,7 @@ ORDER BY i.indisvalid DESC, ic.relname`
 
 // readRule reads the unique rule on s's key, if one stands.
 func (s *schema) readRule(ctx context.Context, db Executor) error {
-	rows, err := db.Query(ctx, ruleQuery, s.l.Schema, s.requests.name, s.l.ClassColumn, s.keyCol)
+	rows, err := db.Query(ctx, qualify.Must(ruleQuery), s.l.Schema, s.requests.name, s.l.ClassColumn, s.keyCol)
 	if err != nil {
 		return fmt.Errorf("compat: read the unique rule of %s: %w", s.l.Table(s.requests.name), err)
 	}
@@ -151,6 +152,12 @@ func (s *schema) readRule(ctx context.Context, db Executor) error {
 		var r uniqueRule
 		if err := rows.Scan(&r.name, &r.valid, &r.cols[0], &r.cols[1], &r.pred); err != nil {
 			return fmt.Errorf("compat: read the unique rule: %w", err)
+		}
+		if _, err := qualify.SQL("SELECT WHERE " + r.pred); r.pred != "" && err != nil {
+			// A predicate the admission's text could not be qualified
+			// with (NULLIF, IS DISTINCT FROM, ...): any unique index is
+			// the arbiter, as while the rule is not valid.
+			r.valid, r.pred = false, ""
 		}
 		if s.rule == nil {
 			s.rule = &r

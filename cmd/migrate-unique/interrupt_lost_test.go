@@ -74,7 +74,7 @@ func cancelDroppingProxy(t *testing.T, server string) string {
 // of the build's session.
 func upThroughLostCancels(t *testing.T) (c *child, db string, probe *pgx.Conn, pid int) {
 	t.Helper()
-	bin := buildTool(t)
+	bin := builtTool(t)
 	ctx := context.Background()
 	db = teamQueueDB(t)
 	cfg, err := pgx.ParseConfig(db)
@@ -106,6 +106,7 @@ func upThroughLostCancels(t *testing.T) (c *child, db string, probe *pgx.Conn, p
 // drops its connection and says so, naming the session that may go on; the
 // next run names that session too, and it is the one that still builds.
 func TestInterruptWhoseCancelIsLostNamesTheSession(t *testing.T) {
+	t.Parallel() // most of it is the 30 seconds the run waits for the server
 	ctx := context.Background()
 	c, db, probe, pid := upThroughLostCancels(t)
 	c.interrupt(t, syscall.SIGINT)
@@ -126,6 +127,7 @@ func TestInterruptWhoseCancelIsLostNamesTheSession(t *testing.T) {
 // server ends the command at once, by the signal: it does not wait for the
 // answer (which never comes here) nor print that the connection was lost.
 func TestSecondInterruptQuitsAtOnce(t *testing.T) {
+	t.Parallel()
 	c, _, _, _ := upThroughLostCancels(t)
 	if err := c.cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
