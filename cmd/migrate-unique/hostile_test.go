@@ -277,3 +277,30 @@ func TestAReadOnlyTargetIsRefusedBeforeAnyChange(t *testing.T) {
 		t.Errorf("status after the refusals: exit %d\n%s%s", code, out, errOut)
 	}
 }
+
+// TestAUniqueRuleThatCannotReplayExactlyIsRefused: a unique rule whose
+// predicate looks an operator up by name (NULLIF) cannot be rebuilt exactly
+// on every search path, so plan and up refuse with a finding of kind
+// saved_rule before any change.
+func TestAUniqueRuleThatCannotReplayExactlyIsRefused(t *testing.T) {
+	db := plainJobsDB(t)
+	admin := testdb.Connect(t, db)
+	ctx := t.Context()
+	if _, err := admin.Exec(ctx, `DROP INDEX IF EXISTS plainjobs_jobrequest_unique_job_class_key;
+CREATE UNIQUE INDEX nullif_rule ON plainjobs_jobrequest (job_class, unique_key) WHERE NULLIF(unique_key, '') IS NOT NULL AND retry_attempt = 0`); err != nil {
+		t.Fatal(err)
+	}
+	before := indexDefinitions(t, db)
+	for _, args := range [][]string{{"plan", "--json"}, {"up"}} {
+		code, out, errOut := runCLI(t, append(args, "--database", db)...)
+		if code != 1 || !strings.Contains(out+errOut, "nullif_rule") || !strings.Contains(out+errOut, "NULLIF") {
+			t.Errorf("%s: exit %d, want 1 naming nullif_rule and NULLIF\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), code, out, errOut)
+		}
+		if args[0] == "plan" && !strings.Contains(out, `"saved_rule"`) {
+			t.Errorf("plan --json has no finding of kind saved_rule:\n%s", out)
+		}
+	}
+	if after := indexDefinitions(t, db); fmt.Sprint(before) != fmt.Sprint(after) {
+		t.Errorf("the refused run changed the indexes:\n%v\n%v", before, after)
+	}
+}
