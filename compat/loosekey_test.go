@@ -39,6 +39,7 @@ var looseKeyColumns = map[string][]string{
 // never holds more than its limit: an observer counts the group with the
 // column's own equality after every admission.
 func TestLooseKeysAreExactUnderConcurrency(t *testing.T) {
+	testdb.Heavy(t)
 	for name, ddl := range looseKeyColumns {
 		t.Run(name, func(t *testing.T) {
 			q := newQueue(t, legacy.PlainJobs, true)
@@ -149,5 +150,3 @@ func TestLooseKeysAreExactUnderConcurrency(t *testing.T) {
 		})
 	}
 }
-
-var _ = testdb.Heavy
