@@ -565,10 +565,14 @@ func (in *inspection) stoppedRun() string {
 // back on the key (enqueues fail with 23505 again), a runtime table or the
 // skip-metadata column missing. Up repairs each of them.
 func (in *inspection) drift() []string {
-	if in.state() != Migrated {
+	state := in.state()
+	if state != Migrated && state != Expanded {
 		return nil
 	}
-	out := in.plainJobsDrift()
+	var out []string
+	if state == Migrated {
+		out = in.plainJobsDrift()
+	}
 	for _, ci := range countingIndexes(in.l) {
 		if isPlainJobs(in.l) {
 			break // plainJobsDrift
@@ -606,6 +610,9 @@ func (in *inspection) drift() []string {
 		}
 	}
 	for _, t := range in.tables {
+		if state == Expanded {
+			break // the unique rule stands until complete
+		}
 		for _, ix := range in.indexes[t.name] {
 			if ix.unique && !ix.primary && ix.coversKey() {
 				what := "unique index"
@@ -623,6 +630,9 @@ func (in *inspection) drift() []string {
 	}
 	if st := in.l.SkipTable(); st != "" && !in.skipColumn {
 		out = append(out, fmt.Sprintf("skip-metadata column %s.%s is missing", in.l.Table(st), layout.Ident(layout.SkipMetadataColumn)))
+	}
+	if state == Expanded {
+		out = append(out, in.versionSchemaDrift()...)
 	}
 	return append(out, in.access.drift()...)
 }

@@ -52,7 +52,9 @@ func Up(ctx context.Context, databaseURL string, l layout.Layout, opts Options) 
 		return rep, nil
 	}
 	for _, d := range drift {
-		r.printf("drift: %s; repairing it\n", d)
+		if rep.Before == Migrated || expanding(in, r.opts) {
+			r.printf("drift: %s; repairing it\n", d)
+		}
 	}
 	steps, err := upSteps(in, r.opts)
 	if err != nil {
@@ -376,7 +378,11 @@ func (r *runner) preflight(ctx context.Context, direction string) (*inspection, 
 		}
 	}
 	for _, d := range in.drift() {
-		note("drift", "drift: %s; up repairs it", d)
+		by := "up"
+		if in.state() == Expanded {
+			by = "up --expand"
+		}
+		note("drift", "drift: %s; %s repairs it", d, by)
 	}
 	for _, name := range in.invalidOurs() {
 		note("invalid_leftover", "index %s is an invalid leftover of an interrupted build; it will be dropped and rebuilt", name)
@@ -392,6 +398,11 @@ func (r *runner) preflight(ctx context.Context, direction string) (*inspection, 
 					what = "unique constraint"
 				}
 				note("unique_rule", "%s %s (%s) will be dropped at the cutover and saved for down", what, layout.Ident(ix.name), ix.definition)
+				if def, err := renameKeyInIndexDef(ix.definition); err == nil {
+					if _, err := concurrentUnique(def); err != nil {
+						fatal("saved_rule", "%s %s (%s) %v, so down could not restore it exactly: rewrite its predicate without that construct (NULLIF(a, b) as CASE WHEN a = b THEN NULL ELSE a END, IS DISTINCT FROM as an explicit comparison) before the migration", what, layout.Ident(ix.name), ix.definition, err)
+					}
+				}
 			}
 		}
 	}
