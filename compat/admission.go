@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/migrate-unique/migrate-unique/internal/lockid"
+	"github.com/migrate-unique/migrate-unique/internal/qualify"
 	"github.com/migrate-unique/migrate-unique/layout"
 )
 
@@ -180,14 +181,24 @@ func (s *schema) lockQuery(p *lockPlan) query {
 	case p.key != "" && !p.codeLimited || p.key == "" && !(p.hasKeyless && p.codeLimited):
 		// Nothing can limit the group (no override table, or a class plan
 		// without keyless jobs): the class's shared lock is all it needs.
-		return query{sql: "SELECT pg_advisory_xact_lock_shared($1)", args: []any{classID}}
+		return query{sql: lockSharedText, args: []any{classID}}
 	case p.key != "" && p.sharedClass:
 		// Target-list entries are evaluated left to right: the class's
 		// shared lock, then the group's.
-		return query{sql: "SELECT pg_advisory_xact_lock_shared($1), pg_advisory_xact_lock($2)", args: []any{classID, lockid.For(p.class, p.key)}}
+		return query{sql: lockSharedThenExclusiveText, args: []any{classID, lockid.For(p.class, p.key)}}
 	}
-	return query{sql: "SELECT pg_advisory_xact_lock($1)", args: []any{lockid.For(p.class, p.key)}}
+	return query{sql: lockExclusiveText, args: []any{lockid.For(p.class, p.key)}}
 }
+
+// The lock statements whose text is fixed. Like every statement of the
+// runtime they name pg_catalog's functions and type their parameters, so
+// that a function another role created (pg_advisory_xact_lock(text) in
+// public) neither runs nor makes the call ambiguous.
+const (
+	lockSharedText              = "SELECT pg_catalog.pg_advisory_xact_lock_shared($1::pg_catalog.int8)"
+	lockSharedThenExclusiveText = "SELECT pg_catalog.pg_advisory_xact_lock_shared($1::pg_catalog.int8), pg_catalog.pg_advisory_xact_lock($2::pg_catalog.int8)"
+	lockExclusiveText           = "SELECT pg_catalog.pg_advisory_xact_lock($1::pg_catalog.int8)"
+)
 
 // carryLockText is the lock statement whose mode the group's override
 // decides: the group's lock exclusive when it has one (a class group: shared
@@ -199,25 +210,28 @@ func (s *schema) carryLockText(sharedClass, class bool) string {
 	lock := ""
 	if sharedClass {
 		// Target-list entries are evaluated left to right.
-		lock = "pg_advisory_xact_lock_shared(" + a.add(nil) + ")::text, "
+		lock = "pg_advisory_xact_lock_shared(" + a.add(nil) + "::int8)::text, "
 	}
-	id := a.add(nil)
+	id := a.add(nil) + "::int8"
 	if class {
 		lock += "CASE WHEN s.o <> '' THEN pg_advisory_xact_lock(" + id + ")::text ELSE pg_advisory_xact_lock_shared(" + id + ")::text END"
 	} else {
 		lock += "CASE WHEN s.o <> '' THEN pg_advisory_xact_lock(" + id + ")::text END"
 	}
 	group := a.add(nil)
-	return "SELECT " + lock + " FROM (SELECT set_config(" + a.add(nil) + ", coalesce(" +
+	return "SELECT " + lock + " FROM (SELECT set_config(" + a.add(nil) + "::text, coalesce(" +
 		overrideSQL(s.l.Table(layout.LimitsTable), group) + "::text, ''), true) AS o OFFSET 0) s"
 }
 
-// text returns the statement text of a shape, building it on first use.
+// text returns the statement text of a shape, building it on first use
+// and qualifying its functions, operators and types with pg_catalog
+// (qualify.Must): the statement runs on the caller's search_path, which
+// compat never changes and which may put another role's schema first.
 func (s *schema) text(shape string, build func() string) string {
 	if t, ok := s.texts.Load(shape); ok {
 		return t.(string)
 	}
-	t, _ := s.texts.LoadOrStore(shape, build())
+	t, _ := s.texts.LoadOrStore(shape, qualify.Must(build()))
 	return t.(string)
 }
 
@@ -282,7 +296,8 @@ func (s *schema) admitText(shape string) string {
 	override := "NULL::integer"
 	switch {
 	case strings.HasSuffix(shape, "/carried"):
-		override = "nullif(current_setting(" + a.add(nil) + "), '')::integer"
+		p := a.add(nil)
+		override = "CASE WHEN current_setting(" + p + "::text) <> '' THEN current_setting(" + p + "::text)::integer END"
 	case strings.HasSuffix(shape, "/read"):
 		override = overrideSQL(l.Table(layout.LimitsTable), a.add(nil))
 	}
@@ -316,7 +331,7 @@ func (s *schema) admitText(shape string) string {
 	}
 	stateCond := ""
 	if l.SingleTable() {
-		stateCond = " AND " + layout.Ident(l.StateColumn) + " IN " + l.StatesList()
+		stateCond = " AND " + l.StatesCondition()
 	}
 	id := layout.Ident(s.idColumn())
 	classCol := layout.Ident(l.ClassColumn)
@@ -359,7 +374,7 @@ func (s *schema) rowFields(t *table) []rowField {
 		}
 	}
 	add(l.ClassColumn, "?", func(a *admission, _ string) any { return a.job.Class })
-	keyExpr := "nullif(?, '')"
+	keyExpr := "CASE WHEN ?::text <> '' THEN ?::text END"
 	if t.cols[s.keyCol].notNull {
 		keyExpr = "?"
 	}
@@ -421,7 +436,7 @@ func (s *schema) rowText(t *table, a *sqlArgs) (cols, vals []string) {
 			vals = append(vals, f.expr)
 			continue
 		}
-		vals = append(vals, strings.Replace(f.expr, "?", a.add(nil), 1))
+		vals = append(vals, strings.ReplaceAll(f.expr, "?", a.add(nil)))
 	}
 	return cols, vals
 }
@@ -470,7 +485,7 @@ func (s *schema) skipRecordQuery(adm *admission, sk *Skip, at time.Time, out *in
 		cols, vals = append(cols, layout.Ident(e[0])), append(vals, e[1])
 	}
 	cols, vals = append(cols, layout.Ident(layout.SkipMetadataColumn)), append(vals, a.add(string(meta))+"::jsonb")
-	sql := "INSERT INTO " + s.l.Table(t.name) + " (" + strings.Join(cols, ", ") + ") VALUES (" + strings.Join(vals, ", ") + ") RETURNING " + layout.Ident(s.idColumn())
+	sql := qualify.Must("INSERT INTO " + s.l.Table(t.name) + " (" + strings.Join(cols, ", ") + ") VALUES (" + strings.Join(vals, ", ") + ") RETURNING " + layout.Ident(s.idColumn()))
 	return query{sql: sql, args: a, scan: func(r Row) error { return r.Scan(out) }}, nil
 }
 

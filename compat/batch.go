@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/migrate-unique/migrate-unique/internal/lockid"
+	"github.com/migrate-unique/migrate-unique/internal/qualify"
 	"github.com/migrate-unique/migrate-unique/layout"
 )
 
@@ -98,16 +99,16 @@ func (s *schema) batchLockQuery(plans []*lockPlan) query {
 // evaluated row by row in the function scan's order; the statement is a
 // scalar subquery so that the guard's entries, put first in the outer
 // target list, run before any lock.
-const batchLockText = `SELECT (SELECT count(CASE g.m WHEN 'x' THEN pg_advisory_xact_lock(g.id)::text ELSE pg_advisory_xact_lock_shared(g.id)::text END) ` +
-	`FROM unnest($1::text::bigint[], $2::text::text[]) AS g(id, m))`
+var batchLockText = qualify.Must(`SELECT (SELECT count(CASE WHEN g.m = 'x' THEN pg_advisory_xact_lock(g.id)::text ELSE pg_advisory_xact_lock_shared(g.id)::text END) ` +
+	`FROM unnest($1::text::bigint[], $2::text::text[]) AS g(id, m))`)
 
 // batchCarryLockText also reads and carries the overrides of the groups
 // whose lock mode they decide (carryLockText, row by row).
 func (s *schema) batchCarryLockText() string {
 	ov := "set_config(g.setting, coalesce(" + overrideSQL(s.l.Table(layout.LimitsTable), "g.grp") + "::text, ''), true) <> ''"
-	return "SELECT (SELECT count(CASE g.m WHEN 'x' THEN pg_advisory_xact_lock(g.id)::text WHEN 's' THEN pg_advisory_xact_lock_shared(g.id)::text" +
-		" WHEN 'c' THEN CASE WHEN " + ov + " THEN pg_advisory_xact_lock(g.id)::text ELSE pg_advisory_xact_lock_shared(g.id)::text END" +
-		" WHEN 'k' THEN CASE WHEN " + ov + " THEN pg_advisory_xact_lock(g.id)::text END END) " +
+	return "SELECT (SELECT count(CASE WHEN g.m = 'x' THEN pg_advisory_xact_lock(g.id)::text WHEN g.m = 's' THEN pg_advisory_xact_lock_shared(g.id)::text" +
+		" WHEN g.m = 'c' THEN CASE WHEN " + ov + " THEN pg_advisory_xact_lock(g.id)::text ELSE pg_advisory_xact_lock_shared(g.id)::text END" +
+		" WHEN g.m = 'k' THEN CASE WHEN " + ov + " THEN pg_advisory_xact_lock(g.id)::text END END) " +
 		"FROM unnest($1::text::bigint[], $2::text::text[], $3::text::text[], $4::text::text[]) AS g(id, m, grp, setting))"
 }
 
@@ -396,7 +397,7 @@ func (s *schema) batchAdmitText(kinds int, ov, fold string) string {
 	// for the batch, an uncorrelated subquery evaluated once), no job looks
 	// its group up.
 	read := "CASE WHEN (SELECT EXISTS (SELECT FROM " + l.Table(layout.LimitsTable) + ")) THEN " + overrideSQL(l.Table(layout.LimitsTable), "j.ov") + " END"
-	carried := "nullif(current_setting(j.ov), '')::integer"
+	carried := "CASE WHEN current_setting(j.ov) <> '' THEN current_setting(j.ov)::integer END"
 	switch ov {
 	case "both":
 		col("ov", "text")
@@ -425,7 +426,7 @@ func (s *schema) batchAdmitText(kinds int, ov, fold string) string {
 		}
 		name := "f" + strconv.Itoa(i)
 		col(name, s.requests.fieldType(f))
-		insVals = append(insVals, strings.Replace(f.expr, "?", "c."+name, 1))
+		insVals = append(insVals, strings.ReplaceAll(f.expr, "?", "c."+name))
 	}
 
 	var b strings.Builder
@@ -437,7 +438,7 @@ func (s *schema) batchAdmitText(kinds int, ov, fold string) string {
 	// the job's kind (a one-time filter) when several are.
 	stateCond := ""
 	if l.SingleTable() {
-		stateCond = " AND " + layout.Ident(l.StateColumn) + " IN " + l.StatesList()
+		stateCond = " AND " + l.StatesCondition()
 	}
 	id := layout.Ident(s.idColumn())
 	classCol := layout.Ident(l.ClassColumn)
@@ -474,13 +475,13 @@ func (s *schema) batchAdmitText(kinds int, ov, fold string) string {
 		}
 	}
 	b.WriteString("\n    ) x) u\n)")
-	ok := "(c.lim IS NULL OR c.n + c.rank < c.lim)"
+	ok := "(c.lim IS NULL OR (c.n + c.rank) < c.lim)"
 	if fold != "rank" {
 		// Each job, in order, counts the admitted ones among the earlier
 		// jobs whose rows it sees (job i's: preds[offs[i]+1 : offs[i+1]]).
 		b.WriteString(", v AS (\n    SELECT array_agg(c.n) AS ns, array_agg(c.lim) AS lims, " + preds + " AS preds, " + offs + " AS offs FROM c\n)")
 		b.WriteString(", f(i, adm) AS (\n    SELECT 0, '{}'::boolean[]\n    UNION ALL\n")
-		b.WriteString("    SELECT f.i + 1, f.adm || (v.lims[f.i + 1] IS NULL OR v.ns[f.i + 1] + (SELECT count(*) FROM unnest(v.preds[v.offs[f.i + 1] + 1:v.offs[f.i + 2]]) p WHERE f.adm[p]) < v.lims[f.i + 1])\n")
+		b.WriteString("    SELECT f.i + 1, f.adm || (v.lims[f.i + 1] IS NULL OR (v.ns[f.i + 1] + (SELECT count(*) FROM unnest(v.preds[v.offs[f.i + 1] + 1:v.offs[f.i + 2]]) p WHERE f.adm[p])) < v.lims[f.i + 1])\n")
 		b.WriteString("    FROM f, v WHERE f.i < cardinality(v.ns)\n)")
 		b.WriteString(", fin AS (\n    SELECT f.adm FROM f, v WHERE f.i = cardinality(v.ns)\n)")
 		ok = "(SELECT fin.adm[c.ord] FROM fin)"
@@ -614,7 +615,7 @@ func (s *schema) batchSkipRecordsQuery(adms []*admission, sks []*Skip, at time.T
 				arr.any(f.val(adm, SkipRecordState))
 			}
 		})
-		vals = append(vals, strings.Replace(f.expr, "?", "r."+name, 1))
+		vals = append(vals, strings.ReplaceAll(f.expr, "?", "r."+name))
 	}
 	for _, e := range s.skipRecordExtras(a.add) {
 		insCols, vals = append(insCols, layout.Ident(e[0])), append(vals, e[1])
@@ -633,8 +634,8 @@ func (s *schema) batchSkipRecordsQuery(adms []*admission, sks []*Skip, at time.T
 		return query{}, metaErr
 	}
 	insCols, vals = append(insCols, layout.Ident(layout.SkipMetadataColumn)), append(vals, "r.meta")
-	sql := "INSERT INTO " + s.l.Table(t.name) + " (" + strings.Join(insCols, ", ") + ")\nSELECT " + strings.Join(vals, ", ") +
-		"\nFROM unnest(" + strings.Join(arrays, ", ") + ") AS r(" + strings.Join(cols, ", ") + ")\nRETURNING " + layout.Ident(s.idColumn()) + "::bigint"
+	sql := qualify.Must("INSERT INTO " + s.l.Table(t.name) + " (" + strings.Join(insCols, ", ") + ")\nSELECT " + strings.Join(vals, ", ") +
+		"\nFROM unnest(" + strings.Join(arrays, ", ") + ") AS r(" + strings.Join(cols, ", ") + ")\nRETURNING " + layout.Ident(s.idColumn()) + "::bigint")
 	return query{sql: sql, args: a, rows: func(r Rows) error {
 		i := 0
 		for r.Next() {

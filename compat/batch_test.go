@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/migrate-unique/migrate-unique/internal/lockid"
+	"github.com/migrate-unique/migrate-unique/internal/qualify"
 	"github.com/migrate-unique/migrate-unique/layout"
 	"github.com/migrate-unique/migrate-unique/testdata/legacy"
 )
@@ -234,8 +235,8 @@ func TestBatchStatementsAreConstant(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			mock.ExpectQuery(regexp.QuoteMeta(catalogQuery)).WillReturnRows(plainJobsCatalog())
-			mock.ExpectQuery(regexp.QuoteMeta(ruleQuery)).WillReturnRows(noRule())
+			mock.ExpectQuery(regexp.QuoteMeta(qualify.Must(catalogQuery))).WillReturnRows(plainJobsCatalog())
+			mock.ExpectQuery(regexp.QuoteMeta(qualify.Must(ruleQuery))).WillReturnRows(noRule())
 			const class = "app.jobs.FanOut"
 			jobs := make([]Job, n)
 			keys := make([]string, n)
@@ -248,7 +249,7 @@ func TestBatchStatementsAreConstant(t *testing.T) {
 				ids, modes = append(ids, strconv.FormatInt(lockid.For(class, k), 10)), append(modes, `"x"`)
 			}
 			mock.ExpectBegin()
-			mock.ExpectExec(regexp.QuoteMeta(`pg_advisory_xact_lock(g.id)::text ELSE pg_advisory_xact_lock_shared(g.id)::text END) FROM unnest($1::text::bigint[], $2::text::text[]) AS g(id, m))`)).
+			mock.ExpectExec(regexp.QuoteMeta(`pg_catalog.pg_advisory_xact_lock(g.id)::pg_catalog.text ELSE pg_catalog.pg_advisory_xact_lock_shared(g.id)::pg_catalog.text END) FROM unnest($1::pg_catalog.text::bigint[], $2::pg_catalog.text::pg_catalog.text[]) AS g(id, m))`)).
 				WithArgs("{"+strings.Join(ids, ",")+"}", "{"+strings.Join(modes, ",")+"}").
 				WillReturnResult(sqlmock.NewResult(0, 1))
 			rows := sqlmock.NewRows([]string{"ins", "lim", "n", "holders", "ok", "id", "uuid"})

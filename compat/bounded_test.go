@@ -260,6 +260,9 @@ var boundedCases = []boundedCase{
 func TestAdmissionIsBoundedInEveryConfiguration(t *testing.T) {
 	for _, coll := range boundedCollations {
 		t.Run(coll.name, func(t *testing.T) {
+			// Each collation has its own database; the time is the
+			// server's round trips: run them side by side.
+			t.Parallel()
 			ctx := t.Context()
 			url, admin := coll.legacyQueue(t)
 			boundedHistory(ctx, t, admin)
@@ -427,6 +430,7 @@ func runBoundedBatches(t *testing.T, c *Client, ex *explained, run string, table
 func TestNoOverlapIsExactInEveryCollation(t *testing.T) {
 	for _, coll := range boundedCollations {
 		t.Run(coll.name, func(t *testing.T) {
+			t.Parallel() // a database each
 			ctx := t.Context()
 			url, _ := coll.legacyQueue(t)
 			migrate(t, url, legacy.PlainJobs.Layout)

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/migrate-unique/migrate-unique/internal/qualify"
 )
 
 // The admission guard: what the first statement of every admission sets up
@@ -138,7 +140,7 @@ var restoreText = func() string {
 		b.WriteString("set_config('" + name + "', split_part(v, ',', " + strconv.Itoa(i+1) + "), true)")
 	}
 	b.WriteString(" FROM (SELECT current_setting('" + savedSetting + "') AS v) s")
-	return b.String()
+	return qualify.Must(b.String())
 }()
 
 // isIsolationError reports the guard's isolation failure.

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/migrate-unique/migrate-unique/internal/qualify"
 	"github.com/migrate-unique/migrate-unique/layout"
 )
 
@@ -65,9 +66,9 @@ func (o *Overrides) SetLimit(ctx context.Context, group string, limit int, reaso
 	if strings.ContainsRune(reason, 0) {
 		return fmt.Errorf("%w: the reason contains a NUL byte", ErrSlotArgument)
 	}
-	_, err := o.db.Exec(ctx, `INSERT INTO `+o.l.Table(layout.LimitsTable)+` AS o (group_name, concurrency_limit, reason, updated_at)
+	_, err := o.db.Exec(ctx, qualify.Must(`INSERT INTO `+o.l.Table(layout.LimitsTable)+` AS o (group_name, concurrency_limit, reason, updated_at)
 VALUES ($1, $2, $3, now())
-ON CONFLICT (group_name) DO UPDATE SET concurrency_limit = EXCLUDED.concurrency_limit, reason = EXCLUDED.reason, updated_at = EXCLUDED.updated_at`,
+ON CONFLICT (group_name) DO UPDATE SET concurrency_limit = EXCLUDED.concurrency_limit, reason = EXCLUDED.reason, updated_at = EXCLUDED.updated_at`),
 		group, limit, reason)
 	if err != nil {
 		return fmt.Errorf("set the limit override of group %q: %w", group, explainMissing(o.l.Schema, err))
@@ -81,7 +82,7 @@ func (o *Overrides) ClearLimit(ctx context.Context, group string) (bool, error) 
 	if err := checkGroup(group); err != nil {
 		return false, err
 	}
-	n, err := o.db.Exec(ctx, `DELETE FROM `+o.l.Table(layout.LimitsTable)+` WHERE group_name = $1`, group)
+	n, err := o.db.Exec(ctx, qualify.Must(`DELETE FROM `+o.l.Table(layout.LimitsTable)+` WHERE group_name = $1`), group)
 	if err != nil {
 		return false, fmt.Errorf("clear the limit override of group %q: %w", group, explainMissing(o.l.Schema, err))
 	}
@@ -95,7 +96,7 @@ func (o *Overrides) Get(ctx context.Context, group string) (ov Override, ok bool
 		return Override{}, false, err
 	}
 	ov.Group = group
-	err = o.db.QueryRow(ctx, `SELECT concurrency_limit, reason, updated_at FROM `+o.l.Table(layout.LimitsTable)+` WHERE group_name = $1`, group).
+	err = o.db.QueryRow(ctx, qualify.Must(`SELECT concurrency_limit, reason, updated_at FROM `+o.l.Table(layout.LimitsTable)+` WHERE group_name = $1`), group).
 		Scan(&ov.Limit, &ov.Reason, &ov.UpdatedAt)
 	switch {
 	case errors.Is(err, ErrNoRows):

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/migrate-unique/migrate-unique/internal/qualify"
 	"github.com/migrate-unique/migrate-unique/layout"
 )
 
@@ -37,7 +38,7 @@ func isPauseName(group string) (class string, ok bool) {
 // is paused; NULL when it has neither. The class is the name's part before
 // the first "::" (layout.SplitGroupName).
 func overrideSQL(limits, group string) string {
-	return "(SELECT min(concurrency_limit) FROM " + limits + " WHERE group_name IN (" + group + ", split_part(" + group + ", '::', 1) || '::'))"
+	return "(SELECT min(concurrency_limit) FROM " + limits + " WHERE group_name = ANY (ARRAY[" + group + ", split_part(" + group + ", '::', 1) || '::']))"
 }
 
 // Pause is a class pause.
@@ -64,10 +65,10 @@ func (o *Overrides) PauseClass(ctx context.Context, class, reason string) (alrea
 		return false, fmt.Errorf("%w: the reason contains a NUL byte", ErrSlotArgument)
 	}
 	var inserted bool
-	err = o.db.QueryRow(ctx, `INSERT INTO `+o.l.Table(layout.LimitsTable)+` AS o (group_name, concurrency_limit, reason, updated_at)
+	err = o.db.QueryRow(ctx, qualify.Must(`INSERT INTO `+o.l.Table(layout.LimitsTable)+` AS o (group_name, concurrency_limit, reason, updated_at)
 VALUES ($1, 0, $2, now())
 ON CONFLICT (group_name) DO UPDATE SET concurrency_limit = 0, reason = EXCLUDED.reason, updated_at = EXCLUDED.updated_at
-RETURNING xmax = 0`, PauseName(class), reason).Scan(&inserted)
+RETURNING xmax = 0`), PauseName(class), reason).Scan(&inserted)
 	if err != nil {
 		return false, fmt.Errorf("pause class %q: %w", class, explainMissing(o.l.Schema, err))
 	}
@@ -80,7 +81,7 @@ func (o *Overrides) ResumeClass(ctx context.Context, class string) (bool, error)
 	if err := checkClass(class); err != nil {
 		return false, err
 	}
-	n, err := o.db.Exec(ctx, `DELETE FROM `+o.l.Table(layout.LimitsTable)+` WHERE group_name = $1`, PauseName(class))
+	n, err := o.db.Exec(ctx, qualify.Must(`DELETE FROM `+o.l.Table(layout.LimitsTable)+` WHERE group_name = $1`), PauseName(class))
 	if err != nil {
 		return false, fmt.Errorf("resume class %q: %w", class, explainMissing(o.l.Schema, err))
 	}
@@ -89,8 +90,8 @@ func (o *Overrides) ResumeClass(ctx context.Context, class string) (bool, error)
 
 // Pauses lists the paused classes, by name.
 func (o *Overrides) Pauses(ctx context.Context) ([]Pause, error) {
-	rows, err := o.db.Query(ctx, `SELECT group_name, reason, updated_at FROM `+o.l.Table(layout.LimitsTable)+
-		` WHERE right(group_name, 2) = '::' ORDER BY group_name`)
+	rows, err := o.db.Query(ctx, qualify.Must(`SELECT group_name, reason, updated_at FROM `+o.l.Table(layout.LimitsTable)+
+		` WHERE right(group_name, 2) = '::' ORDER BY group_name`))
 	if err != nil {
 		return nil, fmt.Errorf("read class pauses: %w", explainMissing(o.l.Schema, err))
 	}

@@ -3,6 +3,7 @@ package compat
 import (
 	"database/sql"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -73,8 +74,8 @@ func TestRuleStandingBatchSkipsByTheRule(t *testing.T) {
 // A client made before `up` (complete) enqueues inside a caller's
 // transaction after it: the renamed column fails its statement under the
 // savepoint, it reads the layout again and retries, and the caller's
-// transaction commits its own write and the job; through pgx and
-// database/sql.
+// transaction commits its own write and the jobs; through pgx (a batch) and
+// database/sql (one job).
 func TestCallerTransactionFollowsComplete(t *testing.T) {
 	for _, driver := range []string{"pgx", "database/sql"} {
 		t.Run(driver, func(t *testing.T) {
@@ -95,7 +96,14 @@ func TestCallerTransactionFollowsComplete(t *testing.T) {
 					if _, err := tx.Exec(ctx, "INSERT INTO caller_writes VALUES (1)"); err != nil {
 						return err
 					}
-					r, err = q.c.EnqueueTx(ctx, Pgx(tx), Job{Class: "after", Value: limited("a", 2)})
+					// A batch: both jobs in one admission.
+					res, err := q.c.EnqueueManyTx(ctx, Pgx(tx), []Job{{Class: "after", Value: limited("a", 2)}, {Class: "after", Value: limited("b", 2)}})
+					if err == nil && !res[1].Inserted() {
+						err = fmt.Errorf("second job of the batch skipped: %+v", res[1].Skipped)
+					}
+					if err == nil {
+						r = res[0]
+					}
 					return err
 				})
 			default:
@@ -118,11 +126,11 @@ func TestCallerTransactionFollowsComplete(t *testing.T) {
 				t.Fatalf("enqueue in a caller's transaction after complete, client made before: %+v %v", r, err)
 			}
 			var writes, jobs int
-			if err := q.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM caller_writes), (SELECT count(*) FROM plainjobs_jobrequest WHERE job_class = 'after' AND concurrency_key = 'a')`).Scan(&writes, &jobs); err != nil {
+			if err := q.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM caller_writes), (SELECT count(*) FROM plainjobs_jobrequest WHERE job_class = 'after')`).Scan(&writes, &jobs); err != nil {
 				t.Fatal(err)
 			}
-			if writes != 1 || jobs != 1 {
-				t.Fatalf("after commit: %d caller writes, %d jobs; want 1 and 1", writes, jobs)
+			if want := map[string]int{"pgx": 2, "database/sql": 1}[driver]; writes != 1 || jobs != want {
+				t.Fatalf("after commit: %d caller writes, %d jobs; want 1 and %d", writes, jobs, want)
 			}
 		})
 	}
@@ -206,5 +214,32 @@ func TestRuleRebuiltUnderAClient(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A unique rule whose predicate the admission's text cannot be qualified
+// with (IS DISTINCT FROM has no place for OPERATOR(pg_catalog.=)) still
+// stands: the insert takes any unique index as its arbiter, and the job it
+// refuses is a Skip naming the rule, never a panic or a 23505.
+func TestRuleWithAnUnqualifiablePredicate(t *testing.T) {
+	q := newQueue(t, legacy.PlainJobs, true)
+	ctx := t.Context()
+	const rule = "plainjobs_jobrequest_first_attempt_key"
+	if _, err := q.pool.Exec(ctx, `CREATE UNIQUE INDEX `+rule+` ON plainjobs_jobrequest (job_class, concurrency_key) WHERE (retry_attempt IS NOT DISTINCT FROM 0)`); err != nil {
+		t.Fatal(err)
+	}
+	c, err := NewClient(Pgx(q.pool), q.l.Layout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := c.Enqueue(ctx, Job{Class: "c", Value: limited("k", 3)}); err != nil || !r.Inserted() {
+		t.Fatalf("first job: %+v %v", r, err)
+	}
+	if s, err := c.loadSchema(ctx, c.db); err != nil || s.rule == nil || s.rule.valid || s.rule.onConflict() != "\n    ON CONFLICT DO NOTHING" {
+		t.Fatalf("the rule as the client reads it: %+v %v; want it, with any unique index as the arbiter", s.rule, err)
+	}
+	r, err := c.Enqueue(ctx, Job{Class: "c", Value: limited("k", 3)})
+	if err != nil || r.Inserted() || r.Skipped.Reason != SkipUniqueRule || r.Skipped.Rule != rule {
+		t.Fatalf("second job of the key: %+v %v; want a Skip by %s", r.Skipped, err, rule)
 	}
 }

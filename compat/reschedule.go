@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
 
+	"github.com/migrate-unique/migrate-unique/internal/qualify"
 	"github.com/migrate-unique/migrate-unique/layout"
 )
 
@@ -200,7 +201,7 @@ func (r *Rescheduler) Reschedule(ctx context.Context, group string, jobID JobID)
 		return Rescheduled{}, fmt.Errorf("reschedule job %v: %w", jobID, err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // after Commit it does nothing
-	n, err := tx.Exec(ctx, stmt(), runAt, jobID.v)
+	n, err := tx.Exec(ctx, qualify.Must(stmt()), runAt, jobID.v)
 	if err != nil {
 		return Rescheduled{}, fmt.Errorf("reschedule job %v: %w", jobID, err)
 	}
@@ -208,7 +209,7 @@ func (r *Rescheduler) Reschedule(ctx context.Context, group string, jobID JobID)
 		return Rescheduled{}, fmt.Errorf("reschedule job %v: no such running job in %s", jobID, where)
 	}
 	out := Rescheduled{RunAt: runAt}
-	if err := tx.QueryRow(ctx, r.counterSQL(), jobID.String(), group).Scan(&out.Reschedules); err != nil {
+	if err := tx.QueryRow(ctx, qualify.Must(r.counterSQL()), jobID.String(), group).Scan(&out.Reschedules); err != nil {
 		return Rescheduled{}, fmt.Errorf("reschedule job %v: count it: %w", jobID, err)
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -239,13 +240,13 @@ func (r *Rescheduler) twoTableSQL(ctx context.Context) (string, error) {
 		notNull, defaults bool
 	}
 	cols := map[string][]col{}
-	rows, err := r.db.Query(ctx, `SELECT c.relname, a.attname, a.attnotnull,
+	rows, err := r.db.Query(ctx, qualify.Must(`SELECT c.relname, a.attname, a.attnotnull,
     a.atthasdef OR a.attidentity <> '' OR a.attgenerated <> ''
 FROM pg_attribute a
 JOIN pg_class c ON c.oid = a.attrelid
 JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE n.nspname = $1 AND c.relname = ANY ($2) AND a.attnum > 0 AND NOT a.attisdropped
-ORDER BY c.relname, a.attnum`, l.Schema, []string{l.RequestsTable, l.ProcessesTable})
+ORDER BY c.relname, a.attnum`), l.Schema, []string{l.RequestsTable, l.ProcessesTable})
 	if err != nil {
 		return "", fmt.Errorf("read the columns of %s and %s: %w", l.Table(l.RequestsTable), l.Table(l.ProcessesTable), err)
 	}

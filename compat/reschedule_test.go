@@ -11,6 +11,7 @@ import (
 	"github.com/DATA-DOG/go-sqlmock"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/migrate-unique/migrate-unique/internal/qualify"
 	"github.com/migrate-unique/migrate-unique/internal/testdb"
 	"github.com/migrate-unique/migrate-unique/layout"
 	"github.com/migrate-unique/migrate-unique/migrations"
@@ -46,8 +47,8 @@ func TestRescheduleSingleTableStatement(t *testing.T) {
 		t.Fatalf("the pinned statement is not SPEC 6's modulo quoting: %s", spec)
 	}
 	mock.ExpectBegin()
-	mock.ExpectExec(marked(want)).WithArgs(slotUTCArg{now.Add(3 * time.Second)}, int64(42)).WillReturnResult(sqlmock.NewResult(0, 1))
-	mock.ExpectQuery(marked(r.counterSQL())).WithArgs("42", "Mailer::acct-7").WillReturnRows(sqlmock.NewRows([]string{"reschedules"}).AddRow(int64(3)))
+	mock.ExpectExec(marked(qualify.Must(want))).WithArgs(slotUTCArg{now.Add(3 * time.Second)}, int64(42)).WillReturnResult(sqlmock.NewResult(0, 1))
+	mock.ExpectQuery(marked(qualify.Must(r.counterSQL()))).WithArgs("42", "Mailer::acct-7").WillReturnRows(sqlmock.NewRows([]string{"reschedules"}).AddRow(int64(3)))
 	mock.ExpectCommit()
 	got, err := r.Reschedule(t.Context(), "Mailer::acct-7", RowID(42))
 	if err != nil {
@@ -63,7 +64,7 @@ func TestRescheduleSingleTableStatement(t *testing.T) {
 	// A job that is not there: an error naming it, and the counter is not
 	// bumped (the transaction rolls back).
 	mock.ExpectBegin()
-	mock.ExpectExec(marked(want)).WithArgs(slotUTCArg{now.Add(3 * time.Second)}, int64(7)).WillReturnResult(sqlmock.NewResult(0, 0))
+	mock.ExpectExec(marked(qualify.Must(want))).WithArgs(slotUTCArg{now.Add(3 * time.Second)}, int64(7)).WillReturnResult(sqlmock.NewResult(0, 0))
 	mock.ExpectRollback()
 	if _, err := r.Reschedule(t.Context(), "Mailer", RowID(7)); err == nil || !strings.Contains(err.Error(), `reschedule job 7: no such running job in "public"."jobs"`) {
 		t.Fatalf("missing job: %v", err)

@@ -10,6 +10,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/migrate-unique/migrate-unique/internal/qualify"
 	"github.com/migrate-unique/migrate-unique/layout"
 )
 
@@ -195,10 +196,6 @@ func (s *schema) retrySQL(byID, classes bool) (string, error) {
 	if t.has("priority") {
 		prio = layout.Ident("priority") + "::integer"
 	}
-	statuses := make([]string, len(RetryableStatuses))
-	for i, st := range RetryableStatuses {
-		statuses[i] = layout.Literal(st)
-	}
 	where := "id = $1"
 	tail := ""
 	if !byID {
@@ -210,10 +207,10 @@ func (s *schema) retrySQL(byID, classes bool) (string, error) {
 			where += " AND " + layout.Ident(s.l.ClassColumn) + " = ANY (ARRAY(SELECT jsonb_array_elements_text($3::jsonb)))"
 		}
 	}
-	return "SELECT id, " + layout.Ident(s.l.ClassColumn) + "::text, " + layout.Ident(s.keyCol) + "::text, " + params + ", " + prio + ", " +
+	return qualify.Must("SELECT id, " + layout.Ident(s.l.ClassColumn) + "::text, " + layout.Ident(s.keyCol) + "::text, " + params + ", " + prio + ", " +
 		opt("queue", "text") + ", " + opt("source", "text") + ", retries, retry_attempt FROM " + s.l.Table(t.name) +
-		" WHERE " + where + " AND status IN (" + strings.Join(statuses, ", ") + ") AND retry_job_request_uuid IS NULL AND retries > 0 AND retry_attempt < retries" +
-		tail + " FOR UPDATE SKIP LOCKED", nil
+		" WHERE " + where + " AND status = ANY (" + layout.ArrayLiteral(RetryableStatuses) + ") AND retry_job_request_uuid IS NULL AND retries > 0 AND retry_attempt < retries" +
+		tail + " FOR UPDATE SKIP LOCKED"), nil
 }
 
 func scanFailed(rows Rows) ([]failed, error) {
@@ -354,7 +351,7 @@ func (c *Client) retryAll(ctx context.Context, tx DB, s *schema, fs []failed, o 
 		return nil, err
 	}
 	outs := make([]RetryOutcome, len(fs))
-	link := "UPDATE " + s.l.Table(s.results.name) + " SET retry_job_request_uuid = $1::uuid WHERE id = $2"
+	link := qualify.Must("UPDATE " + s.l.Table(s.results.name) + " SET retry_job_request_uuid = $1::uuid WHERE id = $2::int8")
 	for i, r := range res {
 		outs[i] = RetryOutcome{ResultID: fs[i].id, Result: r}
 		if !r.Inserted() {

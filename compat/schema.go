@@ -5,12 +5,13 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/migrate-unique/migrate-unique/internal/qualify"
 	"github.com/migrate-unique/migrate-unique/layout"
 )
 
 // column is what the runtime needs to know of one column.
 type column struct {
-	typ        string // format_type, e.g. character varying(255)
+	typ        string // format_type, e.g. character varying(255); schema.name for a type outside pg_catalog
 	notNull    bool
 	hasDefault bool
 	maxLen     int    // varchar/char length limit in characters; 0: none
@@ -82,7 +83,8 @@ type uniqueRule struct {
 	name string
 	// valid is false while the index is being built (down rebuilds it
 	// CONCURRENTLY): it already refuses duplicates, but ON CONFLICT cannot
-	// name it as its arbiter yet.
+	// name it as its arbiter yet. It is false too for a predicate
+	// internal/qualify cannot render on any search_path.
 	valid bool
 	// cols are its key columns in index order; pred its predicate as the
 	// catalog renders it ("" for none).
@@ -129,7 +131,7 @@ ORDER BY i.indisvalid DESC, ic.relname`
 
 // readRule reads the unique rule on s's key, if one stands.
 func (s *schema) readRule(ctx context.Context, db Executor) error {
-	rows, err := db.Query(ctx, ruleQuery, s.l.Schema, s.requests.name, s.l.ClassColumn, s.keyCol)
+	rows, err := db.Query(ctx, qualify.Must(ruleQuery), s.l.Schema, s.requests.name, s.l.ClassColumn, s.keyCol)
 	if err != nil {
 		return fmt.Errorf("compat: read the unique rule of %s: %w", s.l.Table(s.requests.name), err)
 	}
@@ -138,6 +140,12 @@ func (s *schema) readRule(ctx context.Context, db Executor) error {
 		var r uniqueRule
 		if err := rows.Scan(&r.name, &r.valid, &r.cols[0], &r.cols[1], &r.pred); err != nil {
 			return fmt.Errorf("compat: read the unique rule: %w", err)
+		}
+		if _, err := qualify.SQL("SELECT WHERE " + r.pred); r.pred != "" && err != nil {
+			// A predicate the admission's text could not be qualified
+			// with (NULLIF, IS DISTINCT FROM, ...): any unique index is
+			// the arbiter, as while the rule is not valid.
+			r.valid, r.pred = false, ""
 		}
 		if s.rule == nil {
 			s.rule = &r
@@ -149,16 +157,20 @@ func (s *schema) readRule(ctx context.Context, db Executor) error {
 // catalogQuery reads the layout's columns. The collation column says how
 // the column really orders (layout.CollationSQL); the last column whether a
 // valid index on the table leads with (class, column COLLATE "C").
-var catalogQuery = `SELECT c.relname, a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull, a.atthasdef,
-       CASE WHEN a.atttypid IN ('varchar'::regtype, 'bpchar'::regtype) AND a.atttypmod > 4 THEN a.atttypmod - 4 ELSE 0 END,
+var catalogQuery = `SELECT c.relname, a.attname,
+       CASE WHEN ty.typnamespace = 11 THEN format_type(a.atttypid, a.atttypmod) ELSE quote_ident(tn.nspname) || '.' || quote_ident(ty.typname) END,
+       a.attnotnull, a.atthasdef,
+       CASE WHEN a.atttypid = ANY ('{1043,1042}'::oid[]) AND a.atttypmod > 4 THEN a.atttypmod - 4 ELSE 0 END,
        coalesce(` + layout.CollationSQL("a.attcollation") + `, ''),
        EXISTS (SELECT FROM pg_index i
-               WHERE i.indrelid = c.oid AND i.indisvalid AND i.indnatts >= 2 AND i.indcollation[1] IN (950, 951)
+               WHERE i.indrelid = c.oid AND i.indisvalid AND i.indnatts >= 2 AND i.indcollation[1] = ANY ('{950,951}'::oid[])
                  AND i.indkey[1] = a.attnum AND i.indkey[0] = (SELECT ca.attnum FROM pg_attribute ca WHERE ca.attrelid = c.oid AND ca.attname = $6))
 FROM pg_class c
 JOIN pg_namespace n ON n.oid = c.relnamespace
 JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
-WHERE n.nspname = $1 AND c.relkind IN ('r', 'p') AND c.relname IN ($2, $3, $4, $5)`
+JOIN pg_type ty ON ty.oid = a.atttypid
+JOIN pg_namespace tn ON tn.oid = ty.typnamespace
+WHERE n.nspname = $1::text AND c.relkind = ANY ('{r,p}'::"char"[]) AND c.relname = ANY (ARRAY[$2::text, $3::text, $4::text, $5::text])`
 
 // inspect reads the layout's tables from the catalog and checks that the
 // runtime can work on them.
@@ -167,7 +179,7 @@ func inspect(ctx context.Context, db Executor, l layout.Resolved) (*schema, erro
 	if l.SingleTable() {
 		names = []string{l.JobsTable, "", "", layout.LimitsTable}
 	}
-	rows, err := db.Query(ctx, catalogQuery, l.Schema, names[0], names[1], names[2], names[3], l.ClassColumn)
+	rows, err := db.Query(ctx, qualify.Must(catalogQuery), l.Schema, names[0], names[1], names[2], names[3], l.ClassColumn)
 	if err != nil {
 		return nil, fmt.Errorf("compat: read the catalog for schema %s: %w", layout.Ident(l.Schema), err)
 	}

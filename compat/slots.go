@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
 
+	"github.com/migrate-unique/migrate-unique/internal/qualify"
 	"github.com/migrate-unique/migrate-unique/layout"
 )
 
@@ -163,7 +164,7 @@ func (s *Slots) Acquire(ctx context.Context, group string, limit int, jobID, wor
 			effective         int
 			raced             *bool
 		)
-		err = s.db.QueryRow(ctx, s.acquireSQL(), group, limit, jobID, workerID, lease.Microseconds()).
+		err = s.db.QueryRow(ctx, qualify.Must(s.acquireSQL()), group, limit, jobID, workerID, lease.Microseconds()).
 			Scan(&slot, &token, &acquired, &expires, &effective, &firstWait, &raced)
 		if err != nil {
 			return Lease{}, false, fmt.Errorf("acquire a slot of group %q: %w", group, s.explain(err))
@@ -218,12 +219,12 @@ func (s *Slots) acquireSQL() string {
     FOR UPDATE OF s SKIP LOCKED
 ), taken AS (
     UPDATE ` + slots + ` s SET job_id = $3, worker_id = $4, token = DEFAULT, concurrency_limit = $2::integer,
-        acquired_at = clock_timestamp(), expires_at = clock_timestamp() + $5::bigint * interval '1 microsecond'
+        acquired_at = clock_timestamp(), expires_at = clock_timestamp() + ($5::bigint * interval '1 microsecond')
     FROM free WHERE s.group_name = $1 AND s.slot = free.slot
     RETURNING s.slot, s.token, s.acquired_at, s.expires_at
 ), fresh AS (
     INSERT INTO ` + slots + ` (group_name, slot, job_id, worker_id, concurrency_limit, acquired_at, expires_at)
-    SELECT $1, g.slot, $3, $4, $2::integer, clock_timestamp(), clock_timestamp() + $5::bigint * interval '1 microsecond'
+    SELECT $1, g.slot, $3, $4, $2::integer, clock_timestamp(), clock_timestamp() + ($5::bigint * interval '1 microsecond')
     FROM lim, generate_series(0, lim.n - 1) AS g(slot)
     WHERE NOT EXISTS (SELECT FROM taken)
       AND (SELECT 1 FROM ` + slots + ` s WHERE s.group_name = $1 AND s.slot = g.slot LIMIT 1) IS NULL
@@ -254,10 +255,10 @@ func (s *Slots) Extend(ctx context.Context, l Lease, d time.Duration) (Lease, er
 	if err := checkGroup(l.Group); err != nil {
 		return l, err
 	}
-	err := s.db.QueryRow(ctx, `UPDATE `+s.l.Table(layout.SlotsTable)+`
-SET expires_at = clock_timestamp() + $4::bigint * interval '1 microsecond'
+	err := s.db.QueryRow(ctx, qualify.Must(`UPDATE `+s.l.Table(layout.SlotsTable)+`
+SET expires_at = clock_timestamp() + ($4::bigint * interval '1 microsecond')
 WHERE group_name = $1 AND slot = $2 AND token = $3 AND expires_at IS NOT NULL
-RETURNING expires_at`, l.Group, l.Slot, l.Token, d.Microseconds()).Scan(&l.ExpiresAt)
+RETURNING expires_at`), l.Group, l.Slot, l.Token, d.Microseconds()).Scan(&l.ExpiresAt)
 	if errors.Is(err, ErrNoRows) {
 		return l, s.lost(ctx, "extend", l)
 	}
@@ -273,9 +274,9 @@ func (s *Slots) Release(ctx context.Context, l Lease) error {
 	if err := checkGroup(l.Group); err != nil {
 		return err
 	}
-	n, err := s.db.Exec(ctx, `UPDATE `+s.l.Table(layout.SlotsTable)+`
+	n, err := s.db.Exec(ctx, qualify.Must(`UPDATE `+s.l.Table(layout.SlotsTable)+`
 SET job_id = NULL, worker_id = NULL, expires_at = NULL
-WHERE group_name = $1 AND slot = $2 AND token = $3 AND expires_at IS NOT NULL`, l.Group, l.Slot, l.Token)
+WHERE group_name = $1 AND slot = $2 AND token = $3 AND expires_at IS NOT NULL`), l.Group, l.Slot, l.Token)
 	if err != nil {
 		return fmt.Errorf("release slot %d of group %q: %w", l.Slot, l.Group, s.explain(err))
 	}
@@ -297,8 +298,8 @@ func (s *Slots) lost(ctx context.Context, op string, l Lease) error {
 		jobID   *string
 		expires *time.Time
 	)
-	err := s.db.QueryRow(ctx, `SELECT token, job_id, expires_at FROM `+s.l.Table(layout.SlotsTable)+`
-WHERE group_name = $1 AND slot = $2`, l.Group, l.Slot).Scan(&token, &jobID, &expires)
+	err := s.db.QueryRow(ctx, qualify.Must(`SELECT token, job_id, expires_at FROM `+s.l.Table(layout.SlotsTable)+`
+WHERE group_name = $1 AND slot = $2`), l.Group, l.Slot).Scan(&token, &jobID, &expires)
 	var why string
 	switch {
 	case errors.Is(err, ErrNoRows):
@@ -321,8 +322,8 @@ WHERE group_name = $1 AND slot = $2`, l.Group, l.Slot).Scan(&token, &jobID, &exp
 // reused, so a holder whose row was swept gets ErrLeaseLost. It returns how
 // many rows it deleted. Run it periodically (the worker helper does not).
 func (s *Slots) CleanupExpired(ctx context.Context) (int64, error) {
-	n, err := s.db.Exec(ctx, `DELETE FROM `+s.l.Table(layout.SlotsTable)+`
-WHERE expires_at IS NULL OR expires_at <= clock_timestamp()`)
+	n, err := s.db.Exec(ctx, qualify.Must(`DELETE FROM `+s.l.Table(layout.SlotsTable)+`
+WHERE expires_at IS NULL OR expires_at <= clock_timestamp()`))
 	if err != nil {
 		return 0, fmt.Errorf("delete expired slot leases: %w", s.explain(err))
 	}
@@ -341,8 +342,8 @@ func (s *Slots) ForceRelease(ctx context.Context, group string, slot int) (Lease
 	var jobID, workerID *string
 	var acquired, expires *time.Time
 	var limit *int
-	err := s.db.QueryRow(ctx, `DELETE FROM `+s.l.Table(layout.SlotsTable)+` WHERE group_name = $1 AND slot = $2
-RETURNING token, job_id, worker_id, acquired_at, expires_at, concurrency_limit`, group, slot).
+	err := s.db.QueryRow(ctx, qualify.Must(`DELETE FROM `+s.l.Table(layout.SlotsTable)+` WHERE group_name = $1 AND slot = $2
+RETURNING token, job_id, worker_id, acquired_at, expires_at, concurrency_limit`), group, slot).
 		Scan(&l.Token, &jobID, &workerID, &acquired, &expires, &limit)
 	if errors.Is(err, ErrNoRows) {
 		return Lease{}, fmt.Errorf("%w: group %q has no slot %d; run 'migrate-unique concurrency status %s' to see its slots", ErrSlotArgument, group, slot, group)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/migrate-unique/migrate-unique/internal/lockid"
+	"github.com/migrate-unique/migrate-unique/internal/qualify"
 	"github.com/migrate-unique/migrate-unique/layout"
 )
 
@@ -144,7 +145,7 @@ func (s *Slots) status(ctx context.Context, groups []string) ([]GroupStatus, err
 		limitsArg = names
 	}
 	pauses := map[string]string{}
-	rows, err := s.db.Query(ctx, `SELECT group_name, concurrency_limit, reason FROM `+s.l.Table(layout.LimitsTable)+` WHERE `+filter, limitsArg)
+	rows, err := s.db.Query(ctx, qualify.Must(`SELECT group_name, concurrency_limit, reason FROM `+s.l.Table(layout.LimitsTable)+` WHERE `+filter), limitsArg)
 	if err != nil {
 		return nil, fmt.Errorf("read limit overrides: %w", s.explain(err))
 	}
@@ -167,9 +168,9 @@ func (s *Slots) status(ctx context.Context, groups []string) ([]GroupStatus, err
 		return nil, fmt.Errorf("read limit overrides: %w", err)
 	}
 
-	rows, err = s.db.Query(ctx, `SELECT group_name, slot, token, job_id, worker_id, acquired_at, expires_at,
+	rows, err = s.db.Query(ctx, qualify.Must(`SELECT group_name, slot, token, job_id, worker_id, acquired_at, expires_at,
     expires_at > clock_timestamp(), concurrency_limit
-FROM `+s.l.Table(layout.SlotsTable)+` WHERE `+filter+` ORDER BY group_name, slot`, groupsArg)
+FROM `+s.l.Table(layout.SlotsTable)+` WHERE `+filter+` ORDER BY group_name, slot`), groupsArg)
 	if err != nil {
 		return nil, fmt.Errorf("read slots: %w", err)
 	}
@@ -200,10 +201,10 @@ FROM `+s.l.Table(layout.SlotsTable)+` WHERE `+filter+` ORDER BY group_name, slot
 		return nil, fmt.Errorf("read slots: %w", err)
 	}
 
-	rows, err = s.db.Query(ctx, `SELECT group_name, job_id, reschedules, first_at, last_at FROM (
+	rows, err = s.db.Query(ctx, qualify.Must(`SELECT group_name, job_id, reschedules, first_at, last_at FROM (
     SELECT *, row_number() OVER (PARTITION BY group_name ORDER BY reschedules DESC, first_at) AS n
     FROM `+s.l.Table(layout.ReschedulesTable)+` WHERE `+filter+`
-) r WHERE n <= 10 ORDER BY group_name, n`, groupsArg)
+) r WHERE n <= 10 ORDER BY group_name, n`), groupsArg)
 	if err != nil {
 		return nil, fmt.Errorf("read reschedule counters: %w", err)
 	}
@@ -276,13 +277,13 @@ func (s *Slots) lockHolders(ctx context.Context, byName map[string]*GroupStatus)
 		byID[id] = append(byID[id], st)
 	}
 	// A bigint advisory key is (classid, objid) = (high, low) 32 bits.
-	rows, err := s.db.Query(ctx, `SELECT (l.classid::bigint << 32) | l.objid::bigint, l.pid, l.mode, coalesce(a.state, ''), a.xact_start, a.query_start,
+	rows, err := s.db.Query(ctx, qualify.Must(`SELECT (l.classid::bigint << 32) | l.objid::bigint, l.pid, l.mode, coalesce(a.state, ''), a.xact_start, a.query_start,
     coalesce(extract(epoch FROM clock_timestamp() - a.xact_start), 0)::float8
 FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid
 WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
   AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-  AND (l.classid::bigint << 32) | l.objid::bigint = ANY ($1)
-ORDER BY a.xact_start, l.pid`, ids)
+  AND ((l.classid::bigint << 32) | l.objid::bigint) = ANY ($1)
+ORDER BY a.xact_start, l.pid`), ids)
 	if err != nil {
 		return fmt.Errorf("read the groups' lock holders: %w", err)
 	}

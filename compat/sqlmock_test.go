@@ -7,14 +7,17 @@ import (
 
 	"github.com/DATA-DOG/go-sqlmock"
 
+	"github.com/migrate-unique/migrate-unique/internal/qualify"
 	"github.com/migrate-unique/migrate-unique/layout"
 )
 
-// The exact admission statements for plain-jobs' migrated tables.
+// The exact admission statements for plain-jobs' migrated tables, as
+// written; the statements sent are these with every function, operator and
+// type qualified with pg_catalog (qualify.Must), which the pins apply.
 const (
 	// A keyed job: one lock statement (the class's lock shared, then the
 	// group's), then the count and insert, which reads the group's override.
-	wantGroupLock = wantGuard + `pg_advisory_xact_lock_shared($1), pg_advisory_xact_lock($2)`
+	wantGroupLock = wantGuard + `pg_advisory_xact_lock_shared($1::pg_catalog.int8), pg_advisory_xact_lock($2::pg_catalog.int8)`
 	// The guard opens the first statement of every admission: the
 	// isolation check, the lock wait, then the planner settings that leave
 	// the counting index's ordered scan as the only plan.
@@ -23,7 +26,7 @@ const (
 		`set_config('enable_sort', 'off', true), set_config('enable_incremental_sort', 'off', true), set_config('plan_cache_mode', 'force_generic_plan', true), `
 	wantAdmit = `WITH c AS (
     SELECT min(l.n) AS lim, count(u.id) AS n, coalesce(string_agg(u.t || ':' || u.id::text, ','), '') AS holders
-    FROM (SELECT coalesce((SELECT min(concurrency_limit) FROM "public"."concurrency_limits" WHERE group_name IN ($1, split_part($1, '::', 1) || '::')), $2::integer) AS n OFFSET 0) l
+    FROM (SELECT coalesce((SELECT min(concurrency_limit) FROM "public"."concurrency_limits" WHERE group_name = ANY (ARRAY[$1, split_part($1, '::', 1) || '::'])), $2::integer) AS n OFFSET 0) l
     LEFT JOIN LATERAL (
         (SELECT 'plainjobs_jobrequest' AS t, "id" AS id FROM "public"."plainjobs_jobrequest" WHERE "job_class" = ANY (ARRAY[$3::text]) AND "concurrency_key" >= $4 AND "concurrency_key" <= $4 ORDER BY "job_class", "concurrency_key" LIMIT coalesce(l.n, 0))
         UNION ALL
@@ -37,14 +40,14 @@ const (
 )
 SELECT c.lim, c.n, c.holders, ins.r_id, ins.r_uuid FROM c LEFT JOIN ins ON true`
 	// A keyless job with a limit in code: the class lock exclusive.
-	wantClassLock = wantGuard + `pg_advisory_xact_lock($1)`
+	wantClassLock = wantGuard + `pg_advisory_xact_lock($1::pg_catalog.int8)`
 	// A keyless job without a limit in code: the class's override decides
 	// the lock's mode, so the lock statement reads it and carries it to the
 	// count in a transaction-local setting.
-	wantCarryLock = wantGuard + `CASE WHEN s.o <> '' THEN pg_advisory_xact_lock($1)::text ELSE pg_advisory_xact_lock_shared($1)::text END FROM (SELECT set_config($3, coalesce((SELECT min(concurrency_limit) FROM "public"."concurrency_limits" WHERE group_name IN ($2, split_part($2, '::', 1) || '::'))::text, ''), true) AS o OFFSET 0) s`
+	wantCarryLock = wantGuard + `CASE WHEN s.o <> '' THEN pg_advisory_xact_lock($1::int8)::text ELSE pg_advisory_xact_lock_shared($1::int8)::text END FROM (SELECT set_config($3::text, coalesce((SELECT min(concurrency_limit) FROM "public"."concurrency_limits" WHERE group_name = ANY (ARRAY[$2, split_part($2, '::', 1) || '::']))::text, ''), true) AS o OFFSET 0) s`
 	// A keyed job without a limit in code: the group's lock only when the
 	// group has an override.
-	wantKeyedCarryLock = wantGuard + `pg_advisory_xact_lock_shared($1)::text, CASE WHEN s.o <> '' THEN pg_advisory_xact_lock($2)::text END FROM (SELECT set_config($4, coalesce((SELECT min(concurrency_limit) FROM "public"."concurrency_limits" WHERE group_name IN ($3, split_part($3, '::', 1) || '::'))::text, ''), true) AS o OFFSET 0) s`
+	wantKeyedCarryLock = wantGuard + `pg_advisory_xact_lock_shared($1::int8)::text, CASE WHEN s.o <> '' THEN pg_advisory_xact_lock($2::int8)::text END FROM (SELECT set_config($4::text, coalesce((SELECT min(concurrency_limit) FROM "public"."concurrency_limits" WHERE group_name = ANY (ARRAY[$3, split_part($3, '::', 1) || '::']))::text, ''), true) AS o OFFSET 0) s`
 )
 
 var (
@@ -58,11 +61,11 @@ var (
 	).Replace(wantAdmit)
 	// The carried forms read the setting in place of the table.
 	wantCarryAdmit = strings.Replace(wantClassWideAdmit,
-		`(SELECT min(concurrency_limit) FROM "public"."concurrency_limits" WHERE group_name IN ($1, split_part($1, '::', 1) || '::'))`,
-		`nullif(current_setting($1), '')::integer`, 1)
+		`(SELECT min(concurrency_limit) FROM "public"."concurrency_limits" WHERE group_name = ANY (ARRAY[$1, split_part($1, '::', 1) || '::']))`,
+		`CASE WHEN current_setting($1::text) <> '' THEN current_setting($1::text)::integer END`, 1)
 	wantKeyedCarryAdmit = strings.Replace(wantAdmit,
-		`(SELECT min(concurrency_limit) FROM "public"."concurrency_limits" WHERE group_name IN ($1, split_part($1, '::', 1) || '::'))`,
-		`nullif(current_setting($1), '')::integer`, 1)
+		`(SELECT min(concurrency_limit) FROM "public"."concurrency_limits" WHERE group_name = ANY (ARRAY[$1, split_part($1, '::', 1) || '::']))`,
+		`CASE WHEN current_setting($1::text) <> '' THEN current_setting($1::text)::integer END`, 1)
 )
 
 // plainJobsCatalog is what the catalog query returns for plain-jobs'
@@ -112,7 +115,7 @@ func TestAdmissionStatementsArePinned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mock.ExpectQuery(marked(catalogQuery)).
+	mock.ExpectQuery(marked(qualify.Must(catalogQuery))).
 		WithArgs("public", "plainjobs_jobrequest", "plainjobs_jobprocess", "plainjobs_jobresult", "concurrency_limits", "job_class").
 		WillReturnRows(plainJobsCatalog())
 	mock.ExpectQuery(marked(ruleQuery)).
@@ -121,10 +124,10 @@ func TestAdmissionStatementsArePinned(t *testing.T) {
 
 	// A keyed job, limit 2: admitted.
 	mock.ExpectBegin()
-	mock.ExpectExec(marked(wantGroupLock)).
+	mock.ExpectExec(marked(qualify.Must(wantGroupLock))).
 		WithArgs(int64(-744096600792446844), int64(7527929927103732752)).
 		WillReturnResult(sqlmock.NewResult(0, 1))
-	mock.ExpectQuery(marked(wantAdmit)).
+	mock.ExpectQuery(marked(qualify.Must(wantAdmit))).
 		WithArgs("app.jobs.ChargeJob::charge-7", 2, "app.jobs.ChargeJob", "charge-7",
 			"app.jobs.ChargeJob", "charge-7", `{"amount_cents":700}`, 5, "default", 3, 0, nil, "compat", nil, nil).
 		WillReturnRows(sqlmock.NewRows([]string{"n", "active", "holders", "r_id", "r_uuid"}).AddRow(2, 1, "plainjobs_jobprocess:9", 41, "9b2f6c1e-0000-4000-8000-000000000041"))
@@ -141,10 +144,10 @@ func TestAdmissionStatementsArePinned(t *testing.T) {
 	// A keyless job with a class-wide limit 3: the class lock exclusive, no
 	// group lock, the class counted; blocked.
 	mock.ExpectBegin()
-	mock.ExpectExec(marked(wantClassLock)).
+	mock.ExpectExec(marked(qualify.Must(wantClassLock))).
 		WithArgs(int64(-744096600792446844)).
 		WillReturnResult(sqlmock.NewResult(0, 1))
-	mock.ExpectQuery(marked(wantClassWideAdmit)).
+	mock.ExpectQuery(marked(qualify.Must(wantClassWideAdmit))).
 		WithArgs("app.jobs.ChargeJob", 3, "app.jobs.ChargeJob",
 			"app.jobs.ChargeJob", "", nil, 0, "default", 0, 0, nil, "compat", nil, nil).
 		WillReturnRows(sqlmock.NewRows([]string{"n", "active", "holders", "r_id", "r_uuid"}).AddRow(3, 3, "plainjobs_jobrequest:41,plainjobs_jobrequest:42,plainjobs_jobprocess:9", nil, nil))
@@ -161,10 +164,10 @@ func TestAdmissionStatementsArePinned(t *testing.T) {
 	// it. Each table is read up to the limit, so the statement may return
 	// more holders than the limit: the result reports the first ones.
 	mock.ExpectBegin()
-	mock.ExpectExec(marked(wantCarryLock)).
+	mock.ExpectExec(marked(qualify.Must(wantCarryLock))).
 		WithArgs(int64(-744096600792446844), "app.jobs.ChargeJob", "migrate_unique.override_0").
 		WillReturnResult(sqlmock.NewResult(0, 1))
-	mock.ExpectQuery(marked(wantCarryAdmit)).
+	mock.ExpectQuery(marked(qualify.Must(wantCarryAdmit))).
 		WithArgs("migrate_unique.override_0", nil, "app.jobs.ChargeJob",
 			"app.jobs.ChargeJob", "", nil, 0, "default", 0, 0, nil, "compat", nil, nil).
 		WillReturnRows(sqlmock.NewRows([]string{"n", "active", "holders", "r_id", "r_uuid"}).AddRow(1, 2, "plainjobs_jobrequest:41,plainjobs_jobprocess:9", nil, nil))
@@ -179,10 +182,10 @@ func TestAdmissionStatementsArePinned(t *testing.T) {
 
 	// A keyed job without a limit: no override, so no group lock; admitted.
 	mock.ExpectBegin()
-	mock.ExpectExec(marked(wantKeyedCarryLock)).
+	mock.ExpectExec(marked(qualify.Must(wantKeyedCarryLock))).
 		WithArgs(int64(-744096600792446844), int64(7527929927103732752), "app.jobs.ChargeJob::charge-7", "migrate_unique.override_0").
 		WillReturnResult(sqlmock.NewResult(0, 1))
-	mock.ExpectQuery(marked(wantKeyedCarryAdmit)).
+	mock.ExpectQuery(marked(qualify.Must(wantKeyedCarryAdmit))).
 		WithArgs("migrate_unique.override_0", nil, "app.jobs.ChargeJob", "charge-7",
 			"app.jobs.ChargeJob", "charge-7", nil, 0, "default", 0, 0, nil, "compat", nil, nil).
 		WillReturnRows(sqlmock.NewRows([]string{"n", "active", "holders", "r_id", "r_uuid"}).AddRow(nil, 0, "", 43, "9b2f6c1e-0000-4000-8000-000000000043"))

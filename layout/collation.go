@@ -12,9 +12,9 @@ import "strings"
 // 17, whose catalogs name them differently. NULL for oid 0.
 func CollationSQL(oidExpr string) string {
 	return `(SELECT concat_ws(':', coalesce(cj->>'collprovider', 'c'), coalesce(cj->>'colliculocale', cj->>'colllocale', cj->>'collcollate'),
-        CASE WHEN cj->>'collisdeterministic' = 'false' THEN 'nondeterministic' END)
+        CASE WHEN (cj->>'collisdeterministic') = 'false' THEN 'nondeterministic' END)
     FROM (SELECT CASE WHEN co.collname = 'default' THEN (
-                 SELECT jsonb_build_object('collprovider', CASE WHEN dj->>'datlocprovider' IN ('i', 'b') THEN dj->>'datlocprovider' ELSE 'c' END,
+                 SELECT jsonb_build_object('collprovider', CASE WHEN (dj->>'datlocprovider') = ANY ('{i,b}') THEN dj->>'datlocprovider' ELSE 'c' END,
                                            'colliculocale', coalesce(dj->>'daticulocale', dj->>'datlocale'), 'collcollate', dj->>'datcollate')
                  FROM (SELECT to_jsonb(d) AS dj FROM pg_database d WHERE d.datname = current_database()) db)
              ELSE to_jsonb(co) END AS cj

@@ -270,14 +270,23 @@ func Ident(name string) string { return pgx.Identifier{name}.Sanitize() }
 // part of the layout itself (state names in DDL); data goes in parameters.
 func Literal(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
-// StatesList renders the active states as a parenthesised SQL literal list,
-// for DDL predicates such as WHERE status IN ('pending', 'running').
-func (l Layout) StatesList() string {
-	qs := make([]string, len(l.ActiveStates))
-	for i, s := range l.ActiveStates {
-		qs[i] = Literal(s)
+// StatesCondition renders "the state column holds an active state" for
+// statements and index predicates: state OPERATOR(pg_catalog.=) ANY
+// ('{pending,running}'), which resolves = in pg_catalog on any search_path
+// (IN (...) would look it up by name) and whose untyped array takes the
+// column's type (text, varchar or an enum).
+func (l Layout) StatesCondition() string {
+	return Ident(l.StateColumn) + " OPERATOR(pg_catalog.=) ANY (" + ArrayLiteral(l.ActiveStates) + ")"
+}
+
+// ArrayLiteral renders strings as an untyped SQL array literal,
+// '{"a","b"}', whose element type the context decides.
+func ArrayLiteral(vals []string) string {
+	qs := make([]string, len(vals))
+	for i, v := range vals {
+		qs[i] = `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(v) + `"`
 	}
-	return "(" + strings.Join(qs, ", ") + ")"
+	return Literal("{" + strings.Join(qs, ",") + "}")
 }
 
 // GroupName is the name of a group wherever one is shown or typed: the class

@@ -72,7 +72,9 @@ type tableInfo struct {
 	// rowSecurity says row-level security is enabled on the table.
 	rowSecurity bool
 	rows        int64 // estimate (reltuples)
-	// rowsUnknown: never analysed (reltuples -1), rows is 0.
+	// rowsUnknown: never analysed (reltuples -1; before PostgreSQL 14,
+	// which writes 0 there, reltuples and relpages 0 and no analyse or
+	// vacuum recorded in pg_stat_all_tables), rows is 0.
 	rowsUnknown bool
 	bytes       int64 // pg_total_relation_size (of every partition on a partitioned table)
 	// keyCollation is how the key column orders (layout.CollationSQL).
@@ -195,6 +197,18 @@ func (in *inspection) table(name string) *tableInfo {
 	return nil
 }
 
+// tuplesSQL is the row estimate of the pg_class row alias: reltuples, or
+// -1 when the table was never analysed. PostgreSQL 14 and later write -1
+// there; older servers write 0, so with $5 (the server is older than 14)
+// reltuples and relpages 0 with no analyse or vacuum recorded in
+// pg_stat_all_tables read as -1 too.
+func tuplesSQL(alias string) string {
+	return `CASE WHEN $5 AND ` + alias + `.reltuples = 0 AND ` + alias + `.relpages = 0 AND NOT EXISTS (
+           SELECT 1 FROM pg_catalog.pg_stat_all_tables s
+           WHERE s.relid = ` + alias + `.oid AND coalesce(s.last_analyze, s.last_autoanalyze, s.last_vacuum, s.last_autovacuum) IS NOT NULL)
+       THEN -1 ELSE ` + alias + `.reltuples END`
+}
+
 func inspect(ctx context.Context, q querier, l layout.Resolved) (*inspection, error) {
 	in := &inspection{l: l, indexes: map[string][]indexInfo{}}
 	if err := q.QueryRow(ctx, "SELECT current_setting('server_version_num')::int, EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)", l.Schema).
@@ -206,9 +220,9 @@ func inspect(ctx context.Context, q querier, l layout.Resolved) (*inspection, er
 		var cols []string
 		var oid int64
 		err := q.QueryRow(ctx, `
-SELECT CASE WHEN c.relkind = 'p' THEN (SELECT CASE WHEN pg_catalog.bool_or(pc.reltuples < 0) THEN -1 ELSE coalesce(pg_catalog.sum(pc.reltuples), 0) END
+SELECT CASE WHEN c.relkind = 'p' THEN (SELECT CASE WHEN pg_catalog.bool_or(`+tuplesSQL("pc")+` < 0) THEN -1 ELSE coalesce(pg_catalog.sum(`+tuplesSQL("pc")+`), 0) END
                                        FROM pg_catalog.pg_partition_tree(c.oid) AS pt JOIN pg_catalog.pg_class pc ON pc.oid = pt.relid WHERE pt.isleaf)::bigint
-            ELSE c.reltuples::bigint END,
+            ELSE (`+tuplesSQL("c")+`)::bigint END,
        CASE WHEN c.relkind = 'p' THEN (SELECT coalesce(pg_catalog.sum(pg_catalog.pg_total_relation_size(pt.relid)), 0)
                                        FROM pg_catalog.pg_partition_tree(c.oid) AS pt WHERE pt.isleaf)::bigint
             ELSE pg_total_relation_size(c.oid) END,
@@ -217,7 +231,7 @@ SELECT CASE WHEN c.relkind = 'p' THEN (SELECT CASE WHEN pg_catalog.bool_or(pc.re
                  WHERE a.attrelid = c.oid AND a.attname IN ($3, $4) AND NOT a.attisdropped LIMIT 1), ''),
        c.relkind = 'p', c.relrowsecurity, c.oid::int8
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')`, l.Schema, t, layout.KeyColumn, layout.LegacyKeyColumn).Scan(&ti.rows, &ti.bytes, &cols, &ti.keyCollation, &ti.partitioned, &ti.rowSecurity, &oid)
+WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')`, l.Schema, t, layout.KeyColumn, layout.LegacyKeyColumn, in.serverVersion < 140000).Scan(&ti.rows, &ti.bytes, &cols, &ti.keyCollation, &ti.partitioned, &ti.rowSecurity, &oid)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 		case err != nil:
@@ -551,10 +565,14 @@ func (in *inspection) stoppedRun() string {
 // back on the key (enqueues fail with 23505 again), a runtime table or the
 // skip-metadata column missing. Up repairs each of them.
 func (in *inspection) drift() []string {
-	if in.state() != Migrated {
+	state := in.state()
+	if state != Migrated && state != Expanded {
 		return nil
 	}
-	out := in.plainJobsDrift()
+	var out []string
+	if state == Migrated {
+		out = in.plainJobsDrift()
+	}
 	for _, ci := range countingIndexes(in.l) {
 		if isPlainJobs(in.l) {
 			break // plainJobsDrift
@@ -592,6 +610,9 @@ func (in *inspection) drift() []string {
 		}
 	}
 	for _, t := range in.tables {
+		if state == Expanded {
+			break // the unique rule stands until complete
+		}
 		for _, ix := range in.indexes[t.name] {
 			if ix.unique && !ix.primary && ix.coversKey() {
 				what := "unique index"
@@ -609,6 +630,9 @@ func (in *inspection) drift() []string {
 	}
 	if st := in.l.SkipTable(); st != "" && !in.skipColumn {
 		out = append(out, fmt.Sprintf("skip-metadata column %s.%s is missing", in.l.Table(st), layout.Ident(layout.SkipMetadataColumn)))
+	}
+	if state == Expanded {
+		out = append(out, in.versionSchemaDrift()...)
 	}
 	return append(out, in.access.drift()...)
 }

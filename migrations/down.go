@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/migrate-unique/migrate-unique/internal/pgurl"
+	"github.com/migrate-unique/migrate-unique/internal/qualify"
 	"github.com/migrate-unique/migrate-unique/layout"
 )
 
@@ -155,7 +156,25 @@ func (s SavedUnique) concurrentRebuild(versionTable string) (string, error) {
 	if !ok {
 		return "", fmt.Errorf("the saved definition of %s is not a unique index (%q); restore it by hand from %s", s.Index, s.Rebuild, versionTable)
 	}
-	return "CREATE UNIQUE INDEX CONCURRENTLY " + def, nil
+	q, err := concurrentUnique(def)
+	if err != nil {
+		return "", fmt.Errorf("%w: the saved definition of %s (%q) %v; restore it by hand from %s", ErrSavedRule, s.Index, s.Rebuild, err, versionTable)
+	}
+	return q, nil
+}
+
+// concurrentUnique is CREATE UNIQUE INDEX CONCURRENTLY def, def being what
+// follows CREATE UNIQUE INDEX in a pg_get_indexdef read under the pinned
+// search_path. That rendering names pg_catalog's operators, functions and
+// types bare (and every other schema's with their schema); qualified, the
+// statement builds the same index on any search_path: the golang-migrate
+// files run on the application's.
+func concurrentUnique(def string) (string, error) {
+	q, err := qualify.SQL("CREATE UNIQUE INDEX CONCURRENTLY " + def)
+	if err != nil {
+		return "", fmt.Errorf("cannot be replayed exactly on any search_path: %w", err)
+	}
+	return q, nil
 }
 
 func (r *runner) downSteps(in *inspection, saved []SavedUnique) ([]step, error) {

@@ -10,6 +10,11 @@ import (
 // purpose (a test hook that simulates a kill between two steps).
 var ErrStopped = errors.New("stopped by the StopAfterStep hook")
 
+// ErrSavedRule is wrapped by the error of Down and FilesFor when a unique
+// rule the cutover saved cannot be rebuilt exactly as it was on any
+// search_path (docs/migration.md, "A shared database").
+var ErrSavedRule = errors.New("a saved unique rule cannot be replayed exactly")
+
 // ErrBusy is returned when another run of the tool holds the layout.
 var ErrBusy = errors.New("another migrate-unique run is working on this layout; wait for it to finish")
 

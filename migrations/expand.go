@@ -421,6 +421,28 @@ func expandSteps(in *inspection, all []step) []step {
 	return out
 }
 
+// versionSchemaDrift lists what an expanded layout's version schema lacks:
+// the schema, a view, a grant (up --expand repairs each).
+func (in *inspection) versionSchemaDrift() []string {
+	vs := in.vs
+	if vs == nil {
+		return nil
+	}
+	if !vs.exists {
+		return []string{fmt.Sprintf("version schema %s is missing", layout.Ident(vs.name))}
+	}
+	var out []string
+	for _, t := range in.l.Tables() {
+		if !vs.views[t] {
+			out = append(out, fmt.Sprintf("view %s of %s is missing", layout.Qualified(vs.name, t), in.l.Table(t)))
+		}
+	}
+	for _, g := range vs.grants {
+		out = append(out, "the version schema lacks "+strings.TrimSuffix(g, ";"))
+	}
+	return out
+}
+
 // recordExpandedStep records the expanded state, the last step of up
 // --expand and of down --to-expanded.
 func recordExpandedStep(in *inspection) step {

@@ -338,7 +338,8 @@ func TestCompleteTellsCompatFromTheOldVersion(t *testing.T) {
 }
 
 // TestInterruptedExpandFinishes stops up --expand after every step in turn;
-// a second up --expand finishes it, and status says where it stopped.
+// a second up --expand finishes it (or down removes what it made: the
+// layout is exactly as before), and status says where it stopped.
 func TestInterruptedExpandFinishes(t *testing.T) {
 	ctx := context.Background()
 	s := legacy.TeamQueue
@@ -347,6 +348,7 @@ func TestInterruptedExpandFinishes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	before := takeSnapshot(t, url, s.Layout)
 	for k := 1; k < len(plan.Steps); k++ {
 		url := legacyDB(t, s)
 		_, err := migrations.Up(ctx, url, s.Layout, migrations.Options{Expand: true, StopAfterStep: k})
@@ -359,6 +361,17 @@ func TestInterruptedExpandFinishes(t *testing.T) {
 		}
 		if k > 1 && (st.State != migrations.PartlyMigrated || !strings.Contains(st.Next, "up --expand again")) {
 			t.Errorf("after step %d: status %s, next %q", k, st.State, st.Next)
+		}
+		if k%2 == 0 {
+			// down removes what the stopped expand made.
+			rep, err := migrations.Down(ctx, url, s.Layout, migrations.Options{})
+			if err != nil || rep.After != migrations.Legacy {
+				t.Fatalf("down after a stop after step %d: %v %+v", k, err, rep)
+			}
+			if d := before.diff(takeSnapshot(t, url, s.Layout)); d != "" {
+				t.Fatalf("down after a stop of up --expand after step %d left a difference:\n%s", k, d)
+			}
+			continue
 		}
 		rep, err := migrations.Up(ctx, url, s.Layout, migrations.Options{Expand: true})
 		if err != nil || rep.After != migrations.Expanded {
@@ -570,5 +583,54 @@ func TestDownToExpandedIsTheReverseOfComplete(t *testing.T) {
 			t.Fatalf("round %d: complete again: %v %+v", round, err, rep)
 		}
 		neu.enqueueOne()
+	}
+}
+
+// TestExpandedDriftIsRepairedByExpand: a view, a counting index and a
+// view's grant lost after up --expand are drift: status lists them and
+// says to run up --expand, which repairs them.
+func TestExpandedDriftIsRepairedByExpand(t *testing.T) {
+	ctx := context.Background()
+	s := legacy.TeamQueue
+	url := legacyDB(t, s)
+	conn := testdb.Connect(t, url)
+	role := fmt.Sprintf("drift_app_%d", time.Now().UnixNano()) // roles are the cluster's: one per run
+	if _, err := conn.Exec(ctx, fmt.Sprintf(`CREATE ROLE %[1]s; GRANT SELECT, INSERT ON "Billing Queue"."JobRequests" TO %[1]s; GRANT USAGE ON SEQUENCE "Billing Queue"."JobRequests_id_seq" TO %[1]s`, role)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c, err := testdb.Dial(context.Background(), url)
+		if err != nil {
+			t.Log(err)
+			return
+		}
+		defer c.Close(context.Background())
+		_, _ = c.Exec(context.Background(), fmt.Sprintf(`DROP OWNED BY %[1]s; DROP ROLE %[1]s`, role))
+	})
+	if _, err := migrations.Up(ctx, url, s.Layout, migrations.Options{Expand: true}); err != nil {
+		t.Fatal(err)
+	}
+	vs := layout.Ident(migrations.DefaultVersionSchema(s.Resolved.Schema))
+	if _, err := conn.Exec(ctx, `DROP VIEW `+vs+`.job_processes; DROP INDEX "Billing Queue"."JobRequests_concurrency_key_idx"; REVOKE INSERT ON `+vs+`."JobRequests" FROM `+role); err != nil {
+		t.Fatal(err)
+	}
+	st, err := migrations.Status(ctx, url, s.Layout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	drift := strings.Join(st.Drift, "\n")
+	if st.State != migrations.Expanded || st.Next != "run up --expand to repair the drift" || len(st.Drift) != 3 ||
+		!contains(drift, `counting index "JobRequests_concurrency_key_idx"`, `view `+vs+`."job_processes" of "Billing Queue"."job_processes" is missing`, `GRANT INSERT ON TABLE `+vs+`."JobRequests" TO `+role) {
+		t.Fatalf("status of a drifted expanded layout: %s, next %q, drift:\n%s", st.State, st.Next, drift)
+	}
+	if rep, err := migrations.Up(ctx, url, s.Layout, migrations.Options{Expand: true}); err != nil || rep.After != migrations.Expanded {
+		t.Fatalf("up --expand repairing: %v %+v", err, rep)
+	}
+	if st, err := migrations.Status(ctx, url, s.Layout); err != nil || len(st.Drift) != 0 || st.State != migrations.Expanded {
+		t.Fatalf("status after the repair: %v %+v", err, st)
+	}
+	app := sessionOn(t, url, "drift app", migrations.DefaultVersionSchema(s.Resolved.Schema), s.Resolved.Schema)
+	if _, err := app.Exec(ctx, `SET ROLE `+role+`; INSERT INTO "JobRequests" (kind, concurrency_key) VALUES ('drift', 'k'); SELECT count(*) FROM "JobRequests" WHERE concurrency_key = 'k'`); err != nil {
+		t.Fatalf("the application role through the repaired view: %v", err)
 	}
 }

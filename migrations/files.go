@@ -11,6 +11,7 @@ import (
 	"github.com/golang-migrate/migrate/v4/source"
 	"github.com/golang-migrate/migrate/v4/source/iofs"
 
+	"github.com/migrate-unique/migrate-unique/internal/qualify"
 	"github.com/migrate-unique/migrate-unique/layout"
 )
 
@@ -53,7 +54,7 @@ func Files(l layout.Layout) (map[string]string, error) {
 	}
 	var rules []rebuildRule
 	if isPlainJobs(rl) {
-		rules = []rebuildRule{{comment: "plain-jobs' unique rule", definition: plainJobsRebuild}}
+		rules = []rebuildRule{{comment: "plain-jobs' unique rule", definition: qualify.Must(plainJobsRebuild)}}
 	}
 	return files(rl, rules, nil, nil)
 }
@@ -209,8 +210,11 @@ func FilesFor(ctx context.Context, databaseURL string, l layout.Layout) (map[str
 				if err != nil {
 					return nil, fmt.Errorf("unique rule %s on %s: %w", layout.Ident(ix.name), r.l.Table(t.name), err)
 				}
-				rules = append(rules, rebuildRule{index: ix.name, comment: "The unique rule " + ix.name + " as the cutover will save it",
-					definition: "CREATE UNIQUE INDEX CONCURRENTLY " + def})
+				create, err := concurrentUnique(def)
+				if err != nil {
+					return nil, fmt.Errorf("%w: unique rule %s on %s (%q) %v", ErrSavedRule, layout.Ident(ix.name), r.l.Table(t.name), ix.definition, err)
+				}
+				rules = append(rules, rebuildRule{index: ix.name, comment: "The unique rule " + ix.name + " as the cutover will save it", definition: create})
 			}
 		}
 	}

@@ -126,7 +126,7 @@ VALUES (now(), gen_random_uuid(), $1, 'writer', 0, 'default', 0, 0, '')`,
 				if h.PID == int(holderPID) {
 					waited.Add(1)
 				}
-				if h.Table != "plainjobs_jobrequest" {
+				if h.Table != "public.plainjobs_jobrequest" {
 					t.Errorf("retry names the wrong table: %v", err)
 				}
 			case errors.As(err, &pgErr) && (pgErr.Code == "55P03" || pgErr.Code == "57014"):

@@ -389,7 +389,7 @@ func (r *runner) lockID() int64 { return lockid.For("migrate-unique", r.l.Schema
 // When another session holds it, the error is a *BusyError naming it.
 func (r *runner) lock(ctx context.Context) error {
 	var ok bool
-	if err := r.conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", r.lockID()).Scan(&ok); err != nil {
+	if err := r.conn.QueryRow(ctx, "SELECT pg_catalog.pg_try_advisory_lock($1::pg_catalog.int8)", r.lockID()).Scan(&ok); err != nil {
 		return fmt.Errorf("take the run lock: %w", err)
 	}
 	if ok {
@@ -508,7 +508,7 @@ func (r *runner) close() {
 		// Unlock before closing: a backend exits asynchronously, and a run
 		// started right after this one must not find the lock still held.
 		if r.locked {
-			_, _ = r.conn.Exec(context.Background(), "SELECT pg_advisory_unlock($1)", r.lockID())
+			_, _ = r.conn.Exec(context.Background(), "SELECT pg_catalog.pg_advisory_unlock($1::pg_catalog.int8)", r.lockID())
 		}
 		_ = r.conn.Close(context.Background())
 	}

@@ -160,7 +160,7 @@ func countingIndexes(l layout.Resolved) []countingIndex {
 			ci.name = pi.name
 		}
 		if l.SingleTable() {
-			ci.predicate = layout.Ident(l.StateColumn) + " IN " + l.StatesList()
+			ci.predicate = l.StatesCondition()
 		}
 		out = append(out, ci)
 	}

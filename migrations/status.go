@@ -109,6 +109,8 @@ func Status(ctx context.Context, databaseURL string, l layout.Layout) (*StatusRe
 		res.Next = "run up --expand again to finish it (up migrates all the way), or down to roll it back"
 	case res.Direction == "up" && phase == "contract":
 		res.Next = "run up --contract again to finish it"
+	case res.State == Expanded && len(res.Drift) > 0:
+		res.Next = "run up --expand to repair the drift"
 	case res.State == Expanded && len(res.UpRefusals) == 0:
 		res.Next = fmt.Sprintf("deploy the new version with search_path = %s, %s; once no instance of the old version runs, run up to complete (it refuses while the old version writes); or down to roll back", layout.Ident(res.VersionSchema), layout.Ident(r.l.Schema))
 	case len(res.UpRefusals) > 0 && res.Direction == "down":

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/migrate-unique/migrate-unique/layout"
 )
 
@@ -50,7 +52,9 @@ func Up(ctx context.Context, databaseURL string, l layout.Layout, opts Options) 
 		return rep, nil
 	}
 	for _, d := range drift {
-		r.printf("drift: %s; repairing it\n", d)
+		if rep.Before == Migrated || expanding(in, r.opts) {
+			r.printf("drift: %s; repairing it\n", d)
+		}
 	}
 	steps, err := upSteps(in, r.opts)
 	if err != nil {
@@ -289,6 +293,29 @@ func (in *inspection) needsCutover() bool {
 	return false
 }
 
+// readOnly returns a fatal finding of kind "read_only" when the session
+// cannot write: a standby in recovery, or default_transaction_read_only
+// (set on the server, the database or the role). Up and down would fail at
+// their first write (25006); they refuse before any change instead.
+func readOnly(ctx context.Context, q *pgx.Conn, direction string) (*Finding, error) {
+	var recovery bool
+	var setting string
+	if err := q.QueryRow(ctx, "SELECT pg_catalog.pg_is_in_recovery(), pg_catalog.current_setting('default_transaction_read_only')").Scan(&recovery, &setting); err != nil {
+		return nil, fmt.Errorf("check whether the database is writable: %w", err)
+	}
+	switch {
+	case recovery:
+		return &Finding{Fatal: true, Kind: "read_only", Object: "pg_is_in_recovery()",
+			Message: fmt.Sprintf("the server is a standby in recovery (pg_is_in_recovery() is true): it accepts no writes, so %s cannot run here; connect to the primary", direction),
+			Action:  "connect to the primary"}, nil
+	case setting == "on":
+		return &Finding{Fatal: true, Kind: "read_only", Object: "default_transaction_read_only",
+			Message: fmt.Sprintf("the session is read-only (default_transaction_read_only = on, set on the server, the database or the role): %s would fail at its first write; connect as a role or to a database where it is off (ALTER ROLE ... SET default_transaction_read_only = off), or to the primary", direction),
+			Action:  "connect where default_transaction_read_only is off"}, nil
+	}
+	return nil, nil
+}
+
 // preflight inspects the database read-only and returns its findings; any
 // fatal one becomes a *PreflightError (or *NotFoundError).
 func (r *runner) preflight(ctx context.Context, direction string) (*inspection, []Finding, error) {
@@ -333,6 +360,15 @@ func (r *runner) preflight(ctx context.Context, direction string) (*inspection, 
 			fatal("key_column", "table %s has no key column %s (nor %s): is this the right table?", l.Table(t.name), layout.LegacyKeyColumn, layout.KeyColumn)
 		}
 	}
+	if direction == "up" || direction == "down" {
+		ro, err := readOnly(ctx, r.conn, direction)
+		if err != nil {
+			return nil, nil, err
+		}
+		if ro != nil {
+			fs = append(fs, *ro)
+		}
+	}
 	if !hasFatal(fs) && (direction == "up" || direction == "down") && !(direction == "up" && r.opts.Contract) {
 		deps, err := r.dependentFindings(ctx, in, direction)
 		if err != nil {
@@ -357,7 +393,11 @@ func (r *runner) preflight(ctx context.Context, direction string) (*inspection, 
 		}
 	}
 	for _, d := range in.drift() {
-		note("drift", "drift: %s; up repairs it", d)
+		by := "up"
+		if in.state() == Expanded {
+			by = "up --expand"
+		}
+		note("drift", "drift: %s; %s repairs it", d, by)
 	}
 	for _, name := range in.invalidOurs() {
 		note("invalid_leftover", "index %s is an invalid leftover of an interrupted build; it will be dropped and rebuilt", name)

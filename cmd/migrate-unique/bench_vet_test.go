@@ -11,7 +11,7 @@ import (
 // the findings the generator made, and the summary gives both tools' figures
 // and their ratio. No time is asserted.
 func TestBenchVet(t *testing.T) {
-	bin := buildTool(t)
+	bin := builtTool(t)
 	out, code := runIn(t, t.TempDir(), bin, "bench", "vet", "-packages", "2", "-jobs", "4", "-runs", "1")
 	if code != 0 {
 		t.Fatalf("bench vet exited %d:\n%s", code, out)
@@ -42,7 +42,7 @@ func TestBenchUsage(t *testing.T) {
 	}{
 		{nil, 2, "Usage: migrate-unique bench NAME [flags]"},
 		{[]string{"-h"}, 0, "\n  admission  "},
-		{[]string{"nosuch"}, 2, `unknown benchmark "nosuch"; choose one of admission, lint, migration, rewrite, slots, vet`},
+		{[]string{"nosuch"}, 2, `unknown benchmark "nosuch"; choose one of admission, dashboard, lint, migration, rewrite, slots, vet`},
 	} {
 		code, out, errOut := runCLI(t, append([]string{"bench"}, tc.args...)...)
 		if code != tc.code || out != "" || !strings.Contains(errOut, tc.want) {
@@ -55,7 +55,7 @@ func TestBenchUsage(t *testing.T) {
 // and plain go vet measured, each as a ratio to go vet -vettool, and lint
 // and the vet tool agreeing on the exit status. No figure is asserted.
 func TestBenchLint(t *testing.T) {
-	bin := buildTool(t)
+	bin := builtTool(t)
 	out, code := runIn(t, t.TempDir(), bin, "bench", "lint", "-packages", "2", "-jobs", "4", "-runs", "1")
 	if code != 0 {
 		t.Fatalf("bench lint exited %d:\n%s", code, out)

@@ -285,7 +285,7 @@ WHERE NOT l.granted AND l.pid = (SELECT pid FROM pg_stat_activity WHERE applicat
 // there. Interrupted at each step in turn, the layout then ends, after one
 // more run, exactly where one clean run leaves it.
 func TestInterruptCancelsTheServerStatementInEveryStep(t *testing.T) {
-	bin := buildTool(t)
+	bin := builtTool(t)
 	for _, q := range cancelQueues {
 		t.Run(q.name, func(t *testing.T) {
 			t.Parallel()

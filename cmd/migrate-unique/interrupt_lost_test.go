@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/url"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -20,9 +21,10 @@ import (
 	"github.com/migrate-unique/migrate-unique/internal/testdb"
 )
 
-// cancelDroppingProxy forwards PostgreSQL connections to server and
-// swallows every cancel request: a network on which the server never hears
-// that a statement should stop.
+// cancelDroppingProxy forwards PostgreSQL connections to server (host:port,
+// or the path of a unix socket: a throwaway cluster's) and swallows every
+// cancel request: a network on which the server never hears that a
+// statement should stop.
 func cancelDroppingProxy(t *testing.T, server string) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -50,7 +52,11 @@ func cancelDroppingProxy(t *testing.T, server string) string {
 				if binary.BigEndian.Uint32(head[0:4]) == 16 && binary.BigEndian.Uint32(head[4:8]) == 80877102 {
 					return // a CancelRequest: dropped
 				}
-				up, err := net.Dial("tcp", server)
+				network := "tcp"
+				if strings.HasPrefix(server, "/") {
+					network = "unix"
+				}
+				up, err := net.Dial(network, server)
 				if err != nil {
 					return
 				}
@@ -74,7 +80,7 @@ func cancelDroppingProxy(t *testing.T, server string) string {
 // of the build's session.
 func upThroughLostCancels(t *testing.T) (c *child, db string, probe *pgx.Conn, pid int) {
 	t.Helper()
-	bin := buildTool(t)
+	bin := builtTool(t)
 	ctx := context.Background()
 	db = teamQueueDB(t)
 	cfg, err := pgx.ParseConfig(db)
@@ -85,7 +91,14 @@ func upThroughLostCancels(t *testing.T) (c *child, db string, probe *pgx.Conn, p
 	if err != nil {
 		t.Fatal(err)
 	}
-	u.Host = cancelDroppingProxy(t, net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port))))
+	server := net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))
+	if strings.HasPrefix(cfg.Host, "/") { // a unix socket's directory
+		server = filepath.Join(cfg.Host, ".s.PGSQL."+strconv.Itoa(int(cfg.Port)))
+	}
+	u.Host = cancelDroppingProxy(t, server)
+	q := u.Query()
+	q.Del("host") // the proxy's address, not the socket's directory
+	u.RawQuery = q.Encode()
 	probe = testdb.Connect(t, db)
 	holder, err := testdb.Connect(t, db).Begin(ctx)
 	if err != nil {
@@ -106,6 +119,7 @@ func upThroughLostCancels(t *testing.T) (c *child, db string, probe *pgx.Conn, p
 // drops its connection and says so, naming the session that may go on; the
 // next run names that session too, and it is the one that still builds.
 func TestInterruptWhoseCancelIsLostNamesTheSession(t *testing.T) {
+	t.Parallel() // most of it is the 30 seconds the run waits for the server
 	ctx := context.Background()
 	c, db, probe, pid := upThroughLostCancels(t)
 	c.interrupt(t, syscall.SIGINT)
@@ -126,6 +140,7 @@ func TestInterruptWhoseCancelIsLostNamesTheSession(t *testing.T) {
 // server ends the command at once, by the signal: it does not wait for the
 // answer (which never comes here) nor print that the connection was lost.
 func TestSecondInterruptQuitsAtOnce(t *testing.T) {
+	t.Parallel()
 	c, _, _, _ := upThroughLostCancels(t)
 	if err := c.cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)

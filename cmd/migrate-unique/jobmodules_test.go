@@ -143,7 +143,7 @@ func findingPositions(out string) []string {
 // and the vet tool finds nothing but the external findings the archive
 // expects.
 func TestJobModulesBothWays(t *testing.T) {
-	bin := buildTool(t)
+	bin := builtTool(t)
 	names, err := filepath.Glob(filepath.Join("testdata", "jobmodules", "*.txtar"))
 	if err != nil || len(names) == 0 {
 		t.Fatalf("no job modules: %v", err)
@@ -218,7 +218,7 @@ func TestJobModulesBothWays(t *testing.T) {
 // same way, as go vet does (package patterns, or .go files naming their
 // packages), and outside any module both say there is no go.mod there.
 func TestLintAndRewriteArguments(t *testing.T) {
-	bin := buildTool(t)
+	bin := builtTool(t)
 	m := readJobModule(t, "a_noimport.txtar")
 	dir := m.extract(t)
 

@@ -14,16 +14,6 @@ import (
 	"github.com/migrate-unique/migrate-unique/internal/jobmodgen"
 )
 
-// buildTool builds this command into a temporary directory, as users do.
-func buildTool(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "migrate-unique")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // goIn runs the go command in a module directory and returns its combined
 // output and exit code.
 func goIn(t *testing.T, dir string, args ...string) (string, int) {
@@ -186,7 +176,7 @@ const renameFlag = "-migrateunique.rename=example.com/legacyjobs/extra.ErrDuplic
 // go fix -fixtool on a generated module: the findings, the fixed code, which
 // builds, vets and passes its tests, and a second run that finds nothing.
 func TestVetAndFixTool(t *testing.T) {
-	bin := buildTool(t)
+	bin := builtTool(t)
 	dir := t.TempDir()
 	st, err := jobmodgen.Generate(dir, 3, 12, jobmodgen.Importing)
 	if err != nil {
@@ -326,7 +316,7 @@ func (*MockJob) Perform() error    { return nil }
 // TestLintReportsUnfixable checks the lint command's codes, JSON and exit
 // status, and that go vet -vettool reports the same findings.
 func TestLintReportsUnfixable(t *testing.T) {
-	bin := buildTool(t)
+	bin := builtTool(t)
 	dir := t.TempDir()
 	writeFiles(t, dir, unfixable)
 

@@ -12,7 +12,7 @@ import (
 // from them (could not import ..., invalid package name), from the module's
 // root and from one of its subdirectories.
 func TestLoadErrorsRootCause(t *testing.T) {
-	bin := buildTool(t)
+	bin := builtTool(t)
 	dir := t.TempDir()
 	files := map[string]string{
 		"go.mod": "module example.com/broken\n\ngo 1.24\n\nrequire github.com/nonexistent/nothing v1.2.3\n",

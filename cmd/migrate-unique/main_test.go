@@ -21,7 +21,11 @@ func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) == "1" {
 		os.Exit(childMain(os.Args[1:]))
 	}
-	os.Exit(testdb.Main(m))
+	code := testdb.Main(m)
+	if builtBin != "" {
+		_ = os.RemoveAll(filepath.Dir(builtBin))
+	}
+	os.Exit(code)
 }
 
 // runCLI runs one command line in-process and returns its exit code and

@@ -64,7 +64,7 @@ func positionsOf(out string) []string {
 // rewrite -w both leave a module that builds, vets and passes its tests,
 // the same files byte for byte.
 func TestRealDependencies(t *testing.T) {
-	bin := buildTool(t)
+	bin := builtTool(t)
 	dir := realDepsModule(t)
 
 	lintOut, code := runIn(t, dir, bin, "lint", "-json", "./...")

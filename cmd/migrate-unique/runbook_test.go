@@ -24,7 +24,9 @@ var (
 )
 
 // builtTool builds this command once per test binary, as users do, and
-// returns its path.
+// returns its path (TestMain removes it). Every test that runs the command
+// as a program shares this one build: each build links the whole binary,
+// seconds of CPU each.
 func builtTool(t *testing.T) string {
 	t.Helper()
 	builtOnce.Do(func() {

@@ -205,6 +205,33 @@ func CancelOnDone(cfg *pgconn.Config) {
 	}
 }
 
+// SearchPath is the search_path every session the tool opens starts with,
+// sent as a startup parameter (the way PostgreSQL's extension scripts and
+// SECURITY DEFINER functions pin theirs): functions, operators and types
+// resolve in pg_catalog only, so an object another role created in a
+// schema of the role's or the database's search path (public, "$user")
+// never runs in the tool's session, however well its arguments match. The
+// queue's own tables are always named with their schema. pg_temp is listed
+// last so that no temporary object shadows a table either.
+const SearchPath = "pg_catalog, pg_temp"
+
+// Pin makes the sessions of cfg start with SearchPath.
+func Pin(cfg *pgconn.Config) {
+	if cfg.RuntimeParams == nil {
+		cfg.RuntimeParams = map[string]string{}
+	}
+	cfg.RuntimeParams["search_path"] = SearchPath
+}
+
+// unsupportedStartup reports whether err is a pooler's refusal of a startup
+// parameter it does not know (PgBouncer: "unsupported startup parameter:
+// search_path", unless listed in its ignore_startup_parameters or
+// track_extra_parameters).
+func unsupportedStartup(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && strings.Contains(pgErr.Message, "unsupported startup parameter")
+}
+
 // Connect parses s and connects. Statements run in pgx's exec mode (each
 // one a single round trip with an unnamed statement), so no prepared
 // statement outlives its statement on the server connection: through a
@@ -215,6 +242,12 @@ func CancelOnDone(cfg *pgconn.Config) {
 // server (CancelOnDone). While the server has no connection slot to spare
 // (53300, too many clients) it tries again for about ten seconds. Errors
 // never show the password.
+//
+// The session is pinned to SearchPath (Pin). A pooler that refuses the
+// startup parameter (PgBouncer without search_path in
+// track_extra_parameters) is connected to again without it: every
+// statement the tool sends names its functions, operators and types with
+// their schema, so it stays safe there, only not doubly so.
 func Connect(ctx context.Context, s, applicationName string) (*pgx.Conn, error) {
 	cfg, err := ParseConfig(s)
 	if err != nil {
@@ -225,10 +258,17 @@ func Connect(ctx context.Context, s, applicationName string) (*pgx.Conn, error) 
 	if applicationName != "" {
 		cfg.RuntimeParams["application_name"] = applicationName
 	}
+	Pin(&cfg.Config)
 	for delay := 50 * time.Millisecond; ; delay *= 2 {
 		conn, err := pgx.ConnectConfig(ctx, cfg)
 		if err == nil {
 			return conn, nil
+		}
+		if unsupportedStartup(err) {
+			if _, pinned := cfg.RuntimeParams["search_path"]; pinned {
+				delete(cfg.RuntimeParams, "search_path")
+				continue
+			}
 		}
 		var pgErr *pgconn.PgError
 		if !errors.As(err, &pgErr) || pgErr.Code != "53300" || delay > 5*time.Second {

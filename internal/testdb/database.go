@@ -220,15 +220,30 @@ func (s *Server) admin(ctx context.Context, f func(*pgx.Conn) error) error {
 	return f(conn)
 }
 
-// Dial connects to url, waiting (up to about ten seconds) while the server
-// has no connection slot to spare (SQLSTATE 53300): test processes share one
-// server, and a hammer in one of them may hold most of its connections.
+// DialWait bounds how long Dial waits for a connection slot while the
+// server has none to spare (SQLSTATE 53300, too many clients).
+const DialWait = time.Minute
+
+// Dial connects to url, waiting (at most DialWait) while the server has no
+// connection slot to spare (SQLSTATE 53300): test processes share one
+// server, and a hammer in one of them, or another client, may hold most of
+// its connections for a while.
 func Dial(ctx context.Context, url string) (*pgx.Conn, error) {
-	for delay := 20 * time.Millisecond; ; delay *= 2 {
-		conn, err := pgx.Connect(ctx, url)
+	return dialWaiting(ctx, func(ctx context.Context) (*pgx.Conn, error) { return pgx.Connect(ctx, url) })
+}
+
+// dialWaiting calls connect until it does not fail with 53300, at most
+// DialWait; the last error says how long it waited.
+func dialWaiting(ctx context.Context, connect func(context.Context) (*pgx.Conn, error)) (*pgx.Conn, error) {
+	start := time.Now()
+	for delay := 20 * time.Millisecond; ; delay = min(2*delay, time.Second) {
+		conn, err := connect(ctx)
 		var pgErr *pgconn.PgError
-		if err == nil || !errors.As(err, &pgErr) || pgErr.Code != "53300" || delay > 5*time.Second {
+		if err == nil || !errors.As(err, &pgErr) || pgErr.Code != "53300" {
 			return conn, err
+		}
+		if waited := time.Since(start); waited+delay > DialWait {
+			return nil, fmt.Errorf("no connection slot free after waiting %s (other sessions hold the server's max_connections): %w", waited.Round(time.Second), err)
 		}
 		select {
 		case <-ctx.Done():

@@ -5,7 +5,9 @@
 // A server is found in this order:
 //  1. $MIGRATE_UNIQUE_TEST_DATABASE_URL, when set (it must connect);
 //  2. a server on 127.0.0.1:5432 as user postgres
-//     ($MIGRATE_UNIQUE_TEST_LOCAL_URL overrides that address);
+//     ($MIGRATE_UNIQUE_TEST_LOCAL_URL overrides that address).
+//     Either is used by the tests only while it has TestHeadroom free
+//     connections: with fewer, the harness goes on to 3 and says so;
 //  3. a throwaway cluster started from the installed server binaries
 //     (initdb and pg_ctl on PATH or under /usr/lib/postgresql/*/bin), run as
 //     the postgres OS user when the process is root, listening only on a unix
@@ -33,7 +35,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/migrate-unique/migrate-unique/internal/pgurl"
 )
@@ -107,6 +108,10 @@ type Finder struct {
 	// PostgreSQL version, fetched by FetchServer, instead of looking for a
 	// server ($MIGRATE_UNIQUE_TEST_PG_VERSION in FromEnvironment).
 	Version string
+	// Headroom, when not 0, is how many free connections the server given
+	// by EnvURL or found at LocalURL must have: with fewer, Find starts a
+	// throwaway cluster instead and logs why (see TestHeadroom).
+	Headroom int
 	// Logf receives progress lines (nil: silent).
 	Logf func(format string, args ...any)
 }
@@ -148,7 +153,7 @@ func (f Finder) Find(ctx context.Context) (*Server, error) {
 		if err := ping(ctx, f.EnvURL); err != nil {
 			return nil, fmt.Errorf("%w: %s=%s does not connect: %v; fix the URL or unset it to use a local server", ErrNoServer, EnvURL, pgurl.Redact(f.EnvURL), err)
 		}
-		return &Server{URL: f.EnvURL, Source: SourceEnv}, nil
+		return f.withHeadroom(ctx, &Server{URL: f.EnvURL, Source: SourceEnv})
 	}
 	localURL := f.LocalURL
 	if localURL == "" {
@@ -156,7 +161,7 @@ func (f Finder) Find(ctx context.Context) (*Server, error) {
 	}
 	localErr := ping(ctx, localURL)
 	if localErr == nil {
-		return &Server{URL: localURL, Source: SourceLocal}, nil
+		return f.withHeadroom(ctx, &Server{URL: localURL, Source: SourceLocal})
 	}
 	srv, err := f.StartThrowaway(ctx)
 	if err != nil {
@@ -176,16 +181,8 @@ func ping(ctx context.Context, u string) error {
 	if cfg.ConnectTimeout == 0 || cfg.ConnectTimeout > 5*time.Second {
 		cfg.ConnectTimeout = 5 * time.Second
 	}
-	var conn *pgx.Conn
-	for delay := 20 * time.Millisecond; ; delay *= 2 {
-		conn, err = pgx.ConnectConfig(ctx, cfg)
-		var pgErr *pgconn.PgError
-		// A full server (53300) is there all the same: wait for a slot.
-		if err == nil || !errors.As(err, &pgErr) || pgErr.Code != "53300" || delay > 2*time.Second {
-			break
-		}
-		time.Sleep(delay)
-	}
+	// A full server (53300) is there all the same: wait for a slot.
+	conn, err := dialWaiting(ctx, func(ctx context.Context) (*pgx.Conn, error) { return pgx.ConnectConfig(ctx, cfg) })
 	if err != nil {
 		return pgurl.RedactError(u, err)
 	}

@@ -36,6 +36,7 @@ var (
 func Shared() (*Server, error) {
 	sharedOnce.Do(func() {
 		f := FromEnvironment()
+		f.Headroom = TestHeadroom
 		f.Logf = func(format string, args ...any) { fmt.Fprintf(os.Stderr, "testdb: "+format+"\n", args...) }
 		shared, sharedErr = f.Find(context.Background())
 	})

@@ -3,6 +3,7 @@
 -- them exactly, and the step a run is about to take (recorded before each
 -- step, so that status tells a half-done up from a half-done down), the
 -- version schema up --expand made and the overrides down --drain set.
+SET LOCAL search_path = pg_catalog, pg_temp;
 CREATE TABLE IF NOT EXISTS "public"."migrate_unique_version" (
     layout text PRIMARY KEY,
     state text NOT NULL CHECK (state IN ('migrating', 'migrated', 'rolling back', 'expanded')),

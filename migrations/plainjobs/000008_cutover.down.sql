@@ -1,10 +1,12 @@
 -- The way back, in one short transaction: attach the rebuilt unique indexes
 -- as the constraints they were, and rename the key column back.
+SET LOCAL search_path = pg_catalog, pg_temp;
 DO $migrate_unique$
 DECLARE
-    t regclass;
-    e jsonb;
+    t pg_catalog.regclass;
+    e pg_catalog.jsonb;
 BEGIN
+    PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
     PERFORM set_config('lock_timeout', '2000ms', true);
     LOCK TABLE "public"."plainjobs_jobrequest", "public"."plainjobs_jobprocess", "public"."plainjobs_jobresult" IN ACCESS EXCLUSIVE MODE;
     FOR e IN SELECT jsonb_array_elements(v.saved) FROM "public"."migrate_unique_version" v WHERE v.layout = 'two-table:plainjobs_jobrequest,plainjobs_jobprocess,plainjobs_jobresult' LOOP

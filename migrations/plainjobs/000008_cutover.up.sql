@@ -1,13 +1,15 @@
 -- The cutover, in one short transaction: rename the key column on every table
 -- of the layout and drop the unique constraint or unique index that covers
 -- the key, whatever its name or predicate, saving its exact definition.
+SET LOCAL search_path = pg_catalog, pg_temp;
 DO $migrate_unique$
 DECLARE
-    t regclass;
+    t pg_catalog.regclass;
     r record;
-    found jsonb;
-    dropped jsonb := '[]';
+    found pg_catalog.jsonb;
+    dropped pg_catalog.jsonb := '[]';
 BEGIN
+    PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
     PERFORM set_config('lock_timeout', '2000ms', true);
     LOCK TABLE "public"."plainjobs_jobrequest", "public"."plainjobs_jobprocess", "public"."plainjobs_jobresult" IN ACCESS EXCLUSIVE MODE;
     FOREACH t IN ARRAY ARRAY['"public"."plainjobs_jobrequest"', '"public"."plainjobs_jobprocess"', '"public"."plainjobs_jobresult"']::regclass[] LOOP

@@ -1,7 +1,9 @@
 -- Drop the runtime's tables and column, but never while they hold operator
 -- data (limit overrides, live slot leases, skip metadata).
+SET LOCAL search_path = pg_catalog, pg_temp;
 DO $migrate_unique$
 BEGIN
+    PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
     PERFORM set_config('lock_timeout', '2000ms', true);
     IF to_regclass('"public"."concurrency_limits"') IS NOT NULL THEN
         IF NOT EXISTS (SELECT 1 FROM "public"."concurrency_limits" WHERE TRUE) THEN

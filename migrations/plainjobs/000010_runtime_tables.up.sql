@@ -1,5 +1,6 @@
 -- What the compat runtime needs beside the queue's tables: the limit
 -- overrides and the slot leases.
+SET LOCAL search_path = pg_catalog, pg_temp;
 CREATE TABLE IF NOT EXISTS "public"."concurrency_limits" (
     group_name text PRIMARY KEY,
     concurrency_limit integer NOT NULL CHECK (concurrency_limit >= 0),

@@ -108,7 +108,7 @@ func jobTables(ctx context.Context, conn *pgx.Conn, l layout.Resolved) (queued, 
 		}
 		running = queued
 		queued.state = layout.Ident(l.StateColumn) + ` OPERATOR(pg_catalog.=) ` + layout.Literal(l.PendingState())
-		running.state = layout.Ident(l.StateColumn) + ` IN ` + l.StatesList() + ` AND ` + layout.Ident(l.StateColumn) + ` OPERATOR(pg_catalog.<>) ` + layout.Literal(l.PendingState())
+		running.state = l.StatesCondition() + ` AND ` + layout.Ident(l.StateColumn) + ` OPERATOR(pg_catalog.<>) ` + layout.Literal(l.PendingState())
 		return
 	}
 	if queued, err = of(l.RequestsTable, []string{"start_at", "run_at", "scheduled_at"}, nil); err != nil {

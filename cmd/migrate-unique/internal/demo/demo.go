@@ -110,6 +110,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	}
 	cfg.MaxConns = 8
 	pgurl.CancelOnDone(&cfg.ConnConfig.Config)
+	pgurl.Pin(&cfg.ConnConfig.Config)
 	d.pool, err = pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return pgurl.RedactError(d.url, err)

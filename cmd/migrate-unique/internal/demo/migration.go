@@ -9,7 +9,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/migrate-unique/migrate-unique/compat"
+	"github.com/migrate-unique/migrate-unique/internal/pgurl"
 	"github.com/migrate-unique/migrate-unique/layout"
 	"github.com/migrate-unique/migrate-unique/migrations"
 	"github.com/migrate-unique/migrate-unique/testdata/legacy"
@@ -31,6 +34,17 @@ func (d *demo) legacyQueue(ctx context.Context) error {
 	}
 	defer conn.Release()
 	start := time.Now()
+	// The fixture is plain-jobs' own DDL, unqualified as its migrations
+	// write it: it runs as the application would, on the queue's schema,
+	// not on the tool's pinned search_path (which starts at pg_catalog).
+	if _, err := conn.Exec(ctx, "SELECT pg_catalog.set_config('search_path', $1::pg_catalog.text, false)", pgx.Identifier{d.l.Schema}.Sanitize()); err != nil {
+		return fmt.Errorf("set the application's search_path: %w", err)
+	}
+	defer func() {
+		if _, err := conn.Exec(context.WithoutCancel(ctx), "SELECT pg_catalog.set_config('search_path', $1::pg_catalog.text, false)", pgurl.SearchPath); err != nil {
+			conn.Conn().Close(context.WithoutCancel(ctx))
+		}
+	}()
 	if err := legacy.PlainJobs.Load(ctx, conn.Conn(), d.o.Rows); err != nil {
 		return err
 	}

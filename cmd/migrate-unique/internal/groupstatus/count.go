@@ -89,7 +89,7 @@ ORDER BY g.n`,
 		}
 		state := layout.Ident(l.StateColumn)
 		qc.queued = stmt(l.JobsTable, key, ` AND `+state+` OPERATOR(pg_catalog.=) `+layout.Literal(l.PendingState()))
-		qc.running = stmt(l.JobsTable, key, ` AND `+state+` IN `+l.StatesList()+` AND `+state+` OPERATOR(pg_catalog.<>) `+layout.Literal(l.PendingState()))
+		qc.running = stmt(l.JobsTable, key, ` AND `+l.StatesCondition()+` AND `+state+` OPERATOR(pg_catalog.<>) `+layout.Literal(l.PendingState()))
 		return qc, ""
 	}
 	for _, t := range []struct {

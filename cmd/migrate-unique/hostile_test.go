@@ -1,0 +1,416 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/migrate-unique/migrate-unique/compat"
+	"github.com/migrate-unique/migrate-unique/internal/testdb"
+	"github.com/migrate-unique/migrate-unique/layout"
+)
+
+// shadowsSQL plants, as a low-privilege role with CREATE on public (the
+// ACL PostgreSQL 14 and older give every role, which pg_upgrade keeps),
+// functions and operators that log who called them and then return
+// pg_catalog's answer: overloads that match the tool's and the runtime's
+// calls better than pg_catalog's own (they win on the default search path),
+// and exact copies of pg_catalog's (they win where public comes first).
+// %[1]s is the role.
+const shadowsSQL = `
+CREATE TABLE public.shadow_log (fn text NOT NULL, caller text NOT NULL DEFAULT current_user, at timestamptz NOT NULL DEFAULT clock_timestamp());
+GRANT INSERT, SELECT ON public.shadow_log TO PUBLIC;
+CREATE FUNCTION public.shadow_hit(fn text) RETURNS void LANGUAGE sql AS $$ INSERT INTO public.shadow_log (fn) VALUES (fn) $$;
+
+-- Better-matching overloads: they win on the default search path.
+CREATE FUNCTION public.generate_series(integer, smallint) RETURNS SETOF integer LANGUAGE plpgsql AS $$
+BEGIN PERFORM public.shadow_hit('generate_series(integer, smallint)'); RETURN QUERY SELECT pg_catalog.generate_series($1, $2::integer); END $$;
+CREATE FUNCTION public.pg_try_advisory_lock(text) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN PERFORM public.shadow_hit('pg_try_advisory_lock(text)'); RETURN pg_catalog.pg_try_advisory_lock($1::bigint); END $$;
+CREATE FUNCTION public.pg_advisory_xact_lock(text) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN PERFORM public.shadow_hit('pg_advisory_xact_lock(text)'); PERFORM pg_catalog.pg_advisory_xact_lock($1::bigint); END $$;
+CREATE FUNCTION public.pg_advisory_xact_lock_shared(text) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN PERFORM public.shadow_hit('pg_advisory_xact_lock_shared(text)'); PERFORM pg_catalog.pg_advisory_xact_lock_shared($1::bigint); END $$;
+CREATE FUNCTION public.format(text, regclass) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN PERFORM public.shadow_hit('format(text, regclass)'); RETURN pg_catalog.format($1, $2); END $$;
+CREATE FUNCTION public.format(text, regclass, text, text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN PERFORM public.shadow_hit('format(text, regclass, text, text)'); RETURN pg_catalog.format($1, $2, $3, $4); END $$;
+CREATE FUNCTION public.format(text, regclass, text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN PERFORM public.shadow_hit('format(text, regclass, text)'); RETURN pg_catalog.format($1, $2, $3); END $$;
+CREATE FUNCTION public.jsonb_build_object(text, text) RETURNS jsonb LANGUAGE plpgsql AS $$
+BEGIN PERFORM public.shadow_hit('jsonb_build_object(text, text)'); RETURN pg_catalog.jsonb_build_object($1, $2); END $$;
+CREATE FUNCTION public.jsonb_build_object(text, bigint, text, text, text, name, text, text, text, boolean, text, boolean) RETURNS jsonb LANGUAGE plpgsql AS $$
+BEGIN PERFORM public.shadow_hit('jsonb_build_object(...)');
+RETURN pg_catalog.jsonb_build_object($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12); END $$;
+CREATE FUNCTION public.to_jsonb(text[]) RETURNS jsonb LANGUAGE plpgsql AS $$
+BEGIN PERFORM public.shadow_hit('to_jsonb(text[])'); RETURN pg_catalog.to_jsonb($1); END $$;
+CREATE FUNCTION public.count_step(bigint, bigint) RETURNS bigint LANGUAGE plpgsql AS $$
+BEGIN PERFORM public.shadow_hit('count(bigint)'); RETURN coalesce($1, 0) OPERATOR(pg_catalog.+) 1; END $$;
+CREATE AGGREGATE public.count(bigint) (SFUNC = public.count_step, STYPE = bigint, INITCOND = '0');
+CREATE FUNCTION public.eq_varchar_text(varchar, text) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN PERFORM public.shadow_hit('=(varchar, text)'); RETURN $1::text OPERATOR(pg_catalog.=) $2; END $$;
+CREATE OPERATOR public.= (LEFTARG = varchar, RIGHTARG = text, FUNCTION = public.eq_varchar_text);
+CREATE FUNCTION public.ge_varchar(varchar, varchar) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN PERFORM public.shadow_hit('>=(varchar, varchar)'); RETURN $1::text OPERATOR(pg_catalog.>=) $2::text; END $$;
+CREATE OPERATOR public.>= (LEFTARG = varchar, RIGHTARG = varchar, FUNCTION = public.ge_varchar);
+CREATE FUNCTION public.le_varchar(varchar, varchar) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN PERFORM public.shadow_hit('<=(varchar, varchar)'); RETURN $1::text OPERATOR(pg_catalog.<=) $2::text; END $$;
+CREATE OPERATOR public.<= (LEFTARG = varchar, RIGHTARG = varchar, FUNCTION = public.le_varchar);
+CREATE FUNCTION public.gt_varchar(varchar, varchar) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN PERFORM public.shadow_hit('>(varchar, varchar)'); RETURN $1::text OPERATOR(pg_catalog.>) $2::text; END $$;
+CREATE OPERATOR public.> (LEFTARG = varchar, RIGHTARG = varchar, FUNCTION = public.gt_varchar);
+
+-- Exact copies: they win where public comes before pg_catalog.
+CREATE FUNCTION public.eq_int(integer, integer) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN PERFORM public.shadow_hit('=(integer, integer)'); RETURN $1 OPERATOR(pg_catalog.=) $2; END $$;
+CREATE OPERATOR public.= (LEFTARG = integer, RIGHTARG = integer, FUNCTION = public.eq_int);
+CREATE FUNCTION public.eq_text(text, text) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN PERFORM public.shadow_hit('=(text, text)'); RETURN $1 OPERATOR(pg_catalog.=) $2; END $$;
+CREATE OPERATOR public.= (LEFTARG = text, RIGHTARG = text, FUNCTION = public.eq_text);
+CREATE FUNCTION public.gt_text(text, text) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN PERFORM public.shadow_hit('>(text, text)'); RETURN $1 OPERATOR(pg_catalog.>) $2; END $$;
+CREATE OPERATOR public.> (LEFTARG = text, RIGHTARG = text, FUNCTION = public.gt_text);
+CREATE FUNCTION public.ne_text(text, text) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN PERFORM public.shadow_hit('<>(text, text)'); RETURN $1 OPERATOR(pg_catalog.<>) $2; END $$;
+CREATE OPERATOR public.<> (LEFTARG = text, RIGHTARG = text, FUNCTION = public.ne_text);
+CREATE FUNCTION public.now() RETURNS timestamptz LANGUAGE plpgsql AS $$
+BEGIN PERFORM public.shadow_hit('now()'); RETURN pg_catalog.now(); END $$;
+CREATE FUNCTION public.set_config(text, text, boolean) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN PERFORM public.shadow_hit('set_config(text, text, boolean)'); RETURN pg_catalog.set_config($1, $2, $3); END $$;
+CREATE FUNCTION public.current_setting(text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN PERFORM public.shadow_hit('current_setting(text)'); RETURN pg_catalog.current_setting($1); END $$;
+CREATE FUNCTION public.pg_advisory_xact_lock(bigint) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN PERFORM public.shadow_hit('pg_advisory_xact_lock(bigint)'); PERFORM pg_catalog.pg_advisory_xact_lock($1); END $$;
+CREATE FUNCTION public.pg_get_indexdef(oid) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN PERFORM public.shadow_hit('pg_get_indexdef(oid)'); RETURN pg_catalog.pg_get_indexdef($1); END $$;
+CREATE FUNCTION public.gen_random_uuid() RETURNS uuid LANGUAGE plpgsql AS $$
+BEGIN PERFORM public.shadow_hit('gen_random_uuid()'); RETURN pg_catalog.gen_random_uuid(); END $$;
+CREATE FUNCTION public.split_part(text, text, integer) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN PERFORM public.shadow_hit('split_part(text, text, integer)'); RETURN pg_catalog.split_part($1, $2, $3); END $$;
+CREATE FUNCTION public.jsonb_array_elements(jsonb) RETURNS SETOF jsonb LANGUAGE plpgsql AS $$
+BEGIN PERFORM public.shadow_hit('jsonb_array_elements(jsonb)'); RETURN QUERY SELECT pg_catalog.jsonb_array_elements($1); END $$;
+`
+
+// plantShadows creates the hostile role (cluster-wide, dropped at the end)
+// and its objects in db.
+func plantShadows(t *testing.T, db string) {
+	t.Helper()
+	ctx := t.Context()
+	conn := testdb.Connect(t, db)
+	role := fmt.Sprintf("mallory_%d", time.Now().UnixNano())
+	for _, stmt := range []string{
+		"CREATE ROLE " + role + " NOLOGIN",
+		"GRANT CREATE, USAGE ON SCHEMA public TO " + role,
+		"SET ROLE " + role,
+		shadowsSQL,
+		"RESET ROLE",
+	} {
+		if _, err := conn.Exec(ctx, stmt); err != nil {
+			t.Fatalf("plant the shadows: %v", err)
+		}
+	}
+	t.Cleanup(func() {
+		c, err := testdb.Dial(context.Background(), db)
+		if err != nil {
+			return
+		}
+		defer c.Close(context.Background())
+		_, _ = c.Exec(context.Background(), "DROP OWNED BY "+role+" CASCADE")
+		_, _ = c.Exec(context.Background(), "DROP ROLE "+role)
+	})
+}
+
+// shadowHits returns what the shadows logged since the last call, and
+// forgets it.
+func shadowHits(t *testing.T, conn *pgx.Conn) []string {
+	t.Helper()
+	rows, err := conn.Query(t.Context(), "DELETE FROM public.shadow_log RETURNING fn || ' as ' || caller")
+	if err != nil {
+		t.Fatalf("read the shadow log: %v", err)
+	}
+	hits, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatalf("read the shadow log: %v", err)
+	}
+	return hits
+}
+
+// indexDefinitions reads every index definition of the queue's tables
+// under a pinned search_path (so that every schema but pg_catalog shows).
+func indexDefinitions(t *testing.T, db string) map[string]string {
+	t.Helper()
+	conn := testdb.Connect(t, db)
+	if _, err := conn.Exec(t.Context(), "SET search_path = pg_catalog, pg_temp"); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := conn.Query(t.Context(), `SELECT i.relname::text, pg_get_indexdef(i.oid) FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid
+JOIN pg_class t ON t.oid = x.indrelid JOIN pg_namespace n ON n.oid = t.relnamespace
+WHERE n.nspname = 'public' AND t.relname LIKE 'plainjobs\_%'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defs := map[string]string{}
+	for rows.Next() {
+		var name, def string
+		if err := rows.Scan(&name, &def); err != nil {
+			t.Fatal(err)
+		}
+		defs[name] = def
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return defs
+}
+
+// TestAHostileNeighbourNeverRuns runs every command of the CLI and the
+// runtime's enqueue, batch, retry, slot and status paths on a database where
+// another role planted shadowing functions and operators in public: with
+// the default search path, and with the role's search path public first.
+// No shadow ever runs, every command works, and up then down gives back
+// every index exactly.
+func TestAHostileNeighbourNeverRuns(t *testing.T) {
+	for _, searchPath := range []string{"", "public, pg_catalog"} {
+		name := "default"
+		if searchPath != "" {
+			name = "public first"
+		}
+		t.Run(name, func(t *testing.T) {
+			db := plainJobsDB(t)
+			plantShadows(t, db)
+			admin := testdb.Connect(t, db)
+			ctx := t.Context()
+			if searchPath != "" {
+				var dbname string
+				if err := admin.QueryRow(ctx, "SELECT current_database()").Scan(&dbname); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := admin.Exec(ctx, "ALTER DATABASE "+pgx.Identifier{dbname}.Sanitize()+" SET search_path = "+searchPath); err != nil {
+					t.Fatal(err)
+				}
+			}
+			check := func(what string) {
+				t.Helper()
+				if hits := shadowHits(t, admin); len(hits) > 0 {
+					t.Errorf("%s ran another role's objects: %s", what, strings.Join(hits, "; "))
+				}
+			}
+			// The control: an unqualified statement on the database's
+			// search path runs the shadows.
+			control := testdb.Connect(t, db)
+			if _, err := control.Exec(ctx, "SELECT count(x), pg_advisory_xact_lock('42') FROM (VALUES (1::bigint)) v(x)"); err != nil {
+				t.Fatal(err)
+			}
+			if hits := shadowHits(t, admin); len(hits) < 2 {
+				t.Fatalf("the shadows did not run for an unqualified statement (%v): the test would prove nothing", hits)
+			}
+			before := indexDefinitions(t, db)
+			cli := func(code int, args ...string) string {
+				t.Helper()
+				got, out, errOut := runCLI(t, append(args, "--database", db)...)
+				if got != code {
+					t.Fatalf("%s: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), got, code, out, errOut)
+				}
+				check(strings.Join(args, " "))
+				return out
+			}
+			cli(0, "status")
+			cli(0, "plan")
+			cli(0, "sql", "--dir", filepath.Join(t.TempDir(), "before"))
+			cli(0, "up")
+			cli(0, "status")
+			cli(0, "plan", "--down")
+			dir := filepath.Join(t.TempDir(), "after")
+			cli(0, "sql", "--dir", dir)
+			files, _ := os.ReadDir(dir)
+			for _, f := range files {
+				b, err := os.ReadFile(filepath.Join(dir, f.Name()))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if strings.Contains(string(b), "CREATE UNIQUE INDEX") && !strings.Contains(string(b), "OPERATOR(pg_catalog.=)") {
+					t.Errorf("%s rebuilds the saved rule with bare operators:\n%s", f.Name(), b)
+				}
+			}
+
+			// The runtime, on a pool whose sessions use the database's
+			// search path.
+			pool, err := pgxpool.New(ctx, db)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer pool.Close()
+			runtimeOn(t, pool)
+			check("the runtime")
+
+			cli(0, "concurrency", "set", "app.Mail::acct-7", "--limit", "2", "--reason", "quota")
+			cli(0, "concurrency", "status")
+			cli(0, "concurrency", "status", "app.Mail::acct-7")
+			cli(0, "concurrency", "pause", "app.Export", "--reason", "maintenance")
+			cli(0, "concurrency", "resume", "app.Export")
+			cli(0, "concurrency", "release", "app.Mail::acct-7", "0", "--force")
+			cli(0, "concurrency", "set", "app.Mail::acct-7", "--clear")
+			// Down refuses while the runtime's rows break the old rule; clear
+			// what the runtime test enqueued.
+			if _, err := admin.Exec(ctx, "DELETE FROM public.plainjobs_jobrequest WHERE job_class OPERATOR(pg_catalog.~~) 'app.%'"); err != nil {
+				t.Fatal(err)
+			}
+			shadowHits(t, admin)
+			cli(0, "down", "--drop-operator-data")
+			cli(0, "status")
+			after := indexDefinitions(t, db)
+			for name, def := range before {
+				if after[name] != def {
+					t.Errorf("index %s after up and down:\n got %s\nwant %s", name, after[name], def)
+				}
+			}
+			for name, def := range after {
+				if _, ok := before[name]; !ok {
+					t.Errorf("index %s is new after up and down: %s", name, def)
+				}
+			}
+		})
+	}
+}
+
+// runtimeOn runs compat's enqueue, batch, retry, slot and status paths
+// and checks their results.
+func runtimeOn(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	ctx := t.Context()
+	c, err := compat.NewClient(compat.Pgx(pool), layout.PlainJobs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := func(class, key string, limit int) compat.Job {
+		return compat.Job{Class: class, Value: compat.Limit(key, limit)}
+	}
+	res, err := c.Enqueue(ctx, job("app.Mail", "acct-7", 1))
+	if err != nil || !res.Inserted() {
+		t.Fatalf("enqueue: %+v, %v", res, err)
+	}
+	res, err = c.Enqueue(ctx, job("app.Mail", "acct-7", 1))
+	if err != nil || res.Inserted() || res.Skipped == nil || res.Skipped.Active != 1 {
+		t.Fatalf("second enqueue at limit 1: %+v, %v; want skipped with 1 active", res, err)
+	}
+	res, err = c.Enqueue(ctx, job("app.Export", "", 2))
+	if err != nil || !res.Inserted() {
+		t.Fatalf("keyless enqueue: %+v, %v", res, err)
+	}
+	many, err := c.EnqueueMany(ctx, []compat.Job{job("app.Batch", "b", 2), job("app.Batch", "b", 2), job("app.Batch", "b", 2), job("app.Batch", "", 0)})
+	if err != nil {
+		t.Fatalf("batch: %v", err)
+	}
+	if !many[0].Inserted() || !many[1].Inserted() || many[2].Inserted() || many[3].Inserted() {
+		t.Fatalf("batch at limit 2 then limit 0: %+v", many)
+	}
+	// A failed result to retry.
+	var resultID int64
+	if err := pool.QueryRow(ctx, `INSERT INTO public.plainjobs_jobresult (created_at, uuid, job_class, parameters, priority, source, queue, retries, retry_attempt,
+  concurrency_key, started_at, job_request_uuid, job_process_uuid, ended_at, error, status)
+VALUES (pg_catalog.now(), pg_catalog.gen_random_uuid(), 'app.Retry', '{}', 0, 'test', 'default', 3, 0, 'r-1', pg_catalog.now(), pg_catalog.gen_random_uuid(),
+  pg_catalog.gen_random_uuid(), pg_catalog.now(), 'boom', 'ERRORED') RETURNING id`).Scan(&resultID); err != nil {
+		t.Fatalf("seed a failed result: %v", err)
+	}
+	r, err := c.Retry(ctx, resultID, compat.RetryOptions{})
+	if err != nil || !r.Inserted() {
+		t.Fatalf("retry: %+v, %v", r, err)
+	}
+	if _, err := c.RetrySweep(ctx, compat.RetryOptions{AllClasses: true, BatchSize: 10}); err != nil {
+		t.Fatalf("retry sweep: %v", err)
+	}
+	slots, err := compat.NewSlots(compat.Pgx(pool), layout.PlainJobs(), compat.SlotsOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lease, ok, err := slots.Acquire(ctx, "app.Mail::acct-7", 1, "job-1", "worker-1", time.Minute)
+	if err != nil || !ok {
+		t.Fatalf("acquire: %v, %v", ok, err)
+	}
+	if _, ok, err := slots.Acquire(ctx, "app.Mail::acct-7", 1, "job-2", "worker-1", time.Minute); err != nil || ok {
+		t.Fatalf("second acquire at limit 1: %v, %v; want busy", ok, err)
+	}
+	if lease, err = slots.Extend(ctx, lease, time.Minute); err != nil {
+		t.Fatalf("extend: %v", err)
+	}
+	if st, err := slots.Status(ctx, "app.Mail::acct-7"); err != nil || len(st.Slots) == 0 {
+		t.Fatalf("status: %+v, %v", st, err)
+	}
+	if _, err := slots.StatusAll(ctx); err != nil {
+		t.Fatalf("status of every group: %v", err)
+	}
+	if err := slots.Release(ctx, lease); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	ov, err := compat.NewOverrides(compat.Pgx(pool), layout.PlainJobs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ov.SetLimit(ctx, "app.Other", 3, "test"); err != nil {
+		t.Fatalf("set limit: %v", err)
+	}
+	if _, ok, err := ov.Get(ctx, "app.Other"); err != nil || !ok {
+		t.Fatalf("get limit: %v, %v", ok, err)
+	}
+	if _, err := ov.PauseClass(ctx, "app.Paused", "test"); err != nil {
+		t.Fatalf("pause: %v", err)
+	}
+	if _, err := ov.ClearLimit(ctx, "app.Other"); err != nil {
+		t.Fatalf("clear limit: %v", err)
+	}
+}
+
+// TestAReadOnlyTargetIsRefusedBeforeAnyChange: with
+// default_transaction_read_only on (as on a hot standby), plan and plan
+// --down exit 1 naming the setting, and up and down refuse with a finding
+// of kind read_only before any change.
+func TestAReadOnlyTargetIsRefusedBeforeAnyChange(t *testing.T) {
+	db := plainJobsDB(t)
+	admin := testdb.Connect(t, db)
+	ctx := t.Context()
+	var dbname string
+	if err := admin.QueryRow(ctx, "SELECT current_database()").Scan(&dbname); err != nil {
+		t.Fatal(err)
+	}
+	before := indexDefinitions(t, db)
+	if _, err := admin.Exec(ctx, "ALTER DATABASE "+pgx.Identifier{dbname}.Sanitize()+" SET default_transaction_read_only = on"); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"plan"}, {"plan", "--down"}, {"up"}, {"down"}, {"plan", "--json"}} {
+		code, out, errOut := runCLI(t, append(args, "--database", db)...)
+		if code != 1 {
+			t.Errorf("%s: exit %d, want 1\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), code, out, errOut)
+		}
+		if !strings.Contains(out+errOut, "default_transaction_read_only") {
+			t.Errorf("%s does not name default_transaction_read_only:\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), out, errOut)
+		}
+		if args[len(args)-1] == "--json" && !strings.Contains(out, `"kind": "read_only"`) && !strings.Contains(out, `"kind":"read_only"`) {
+			t.Errorf("plan --json has no finding of kind read_only:\n%s", out)
+		}
+	}
+	if _, err := admin.Exec(ctx, "ALTER DATABASE "+pgx.Identifier{dbname}.Sanitize()+" RESET default_transaction_read_only"); err != nil {
+		t.Fatal(err)
+	}
+	var version *string
+	if err := admin.QueryRow(ctx, "SELECT to_regclass('public.migrate_unique_version')::text").Scan(&version); err != nil {
+		t.Fatal(err)
+	}
+	if version != nil {
+		t.Errorf("the refused runs created %s", *version)
+	}
+	after := indexDefinitions(t, db)
+	if fmt.Sprint(before) != fmt.Sprint(after) {
+		t.Errorf("the refused runs changed the indexes:\n%v\n%v", before, after)
+	}
+	code, out, errOut := runCLI(t, "status", "--database", db)
+	if code != 0 || !strings.Contains(out, "state:    legacy") {
+		t.Errorf("status after the refusals: exit %d\n%s%s", code, out, errOut)
+	}
+}
