@@ -99,8 +99,8 @@ func (p *lockPlan) carries(s *schema) bool {
 
 // planLocks orders the batch's groups and gives each admission its group's
 // plan.
-func planLocks(adms []*admission) []*lockPlan {
-	if len(adms) == 1 {
+func planLocks(s *schema, adms []*admission) []*lockPlan {
+	if len(adms) == 1 && !s.looseKey {
 		return planOne(adms[0])
 	}
 	byGroup := map[[2]string]*lockPlan{}
@@ -122,6 +122,14 @@ func planLocks(adms []*admission) []*lockPlan {
 		}
 		gp := get(a.job.Class, a.lockKey)
 		gp.codeLimited = gp.codeLimited || a.id.Limited
+		if s.looseKey && (a.id.Limited || s.hasLimits) {
+			// Keys the lock tells apart (ACCT-7, acct-7) count as one
+			// group: the class's lock, exclusive, serializes them; the
+			// group's own lock stays plain-jobs' (its Python writers take
+			// it), and the count reads the override itself.
+			gp.codeLimited = true
+			cp.hasKeyless, cp.codeLimited = true, true
+		}
 	}
 	all := make([]*lockPlan, 0, len(byGroup))
 	for _, p := range byGroup {
@@ -320,13 +328,7 @@ func (s *schema) admitText(shape string) string {
 		keyCond = " AND " + key + " >= " + a.add(nil) + " AND " + key + " < " + a.add(nil)
 		keyOrder = ", " + key
 	case strings.HasPrefix(shape, "admit/keyed"):
-		if !s.deterministic {
-			// A nondeterministic collation's equality is not the lock's
-			// (byte) equality.
-			key += ` COLLATE "C"`
-		}
-		k := a.add(nil)
-		keyCond = " AND " + key + " >= " + k + " AND " + key + " <= " + k
+		keyCond = s.keyRange(key, a.add(nil))
 		keyOrder = ", " + key
 	}
 	stateCond := ""

@@ -456,10 +456,7 @@ func (s *schema) batchAdmitText(kinds int, ov, fold string) string {
 			key := layout.Ident(s.keyCol)
 			switch kind {
 			case kindKeyed:
-				if !s.deterministic {
-					key += ` COLLATE "C"`
-				}
-				keyCond, keyOrder = " AND "+key+" >= j.k AND "+key+" <= j.k", ", "+key
+				keyCond, keyOrder = s.keyRange(key, "j.k"), ", "+key
 			case kindPrefix:
 				if !s.bytewise {
 					key += ` COLLATE "C"`
@@ -659,7 +656,7 @@ func (s *schema) batchSkipRecordsQuery(adms []*admission, sks []*Skip, at time.T
 
 // admitBatch runs the batch protocol (above) for adms through db.
 func (c *Client) admitBatch(ctx context.Context, db DB, s *schema, adms []*admission) ([]Result, error) {
-	plans := planLocks(adms)
+	plans := planLocks(s, adms)
 	inTx := db.InTx()
 	outs := make([]batchOut, len(adms))
 	qs := []query{s.guarded(s.batchLockQuery(plans), c.o.lockWait, inTx), s.batchAdmitQuery(adms, outs)}

@@ -114,7 +114,7 @@ func TestEnqueueManyMatchesOneByOne(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				planLocks(adms)
+				planLocks(sch, adms)
 				_, byRank := batchRanks(adms)
 				folds[byRank]++
 				via := "pgx"

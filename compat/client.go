@@ -415,13 +415,16 @@ func (c *Client) enqueue(ctx context.Context, db DB, jobs []Job, sc trace.SpanCo
 // admit runs the admission protocol for adms through db and writes the skip
 // records the blocked ones want.
 func (c *Client) admit(ctx context.Context, db DB, s *schema, adms []*admission) ([]Result, error) {
-	if len(adms) >= batchMinJobs && s.rule == nil {
+	if len(adms) >= batchMinJobs && s.rule == nil && !s.looseKey {
 		// While a unique rule stands, each job's insert has its own ON
 		// CONFLICT outcome: the jobs go one statement each (below), in the
-		// same transaction and lock order.
+		// same transaction and lock order. So do the jobs of a key whose
+		// equality is not byte equality: the batch statement folds the
+		// batch's own jobs by their keys' bytes, while each statement's count
+		// sees the earlier ones with the column's equality.
 		return c.admitBatch(ctx, db, s, adms)
 	}
-	plans := planLocks(adms)
+	plans := planLocks(s, adms)
 	qs := make([]query, 0, len(plans)+len(adms)+1)
 	inTx := db.InTx()
 	for i, p := range plans {

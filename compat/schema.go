@@ -3,6 +3,7 @@ package compat
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/migrate-unique/migrate-unique/internal/qualify"
@@ -11,7 +12,7 @@ import (
 
 // column is what the runtime needs to know of one column.
 type column struct {
-	typ        string // format_type, e.g. character varying(255); schema.name for a type outside pg_catalog
+	typ        string // format_type, e.g. character varying(255), of a domain's base type; schema.name for a type outside pg_catalog
 	notNull    bool
 	hasDefault bool
 	maxLen     int    // varchar/char length limit in characters; 0: none
@@ -65,6 +66,17 @@ type schema struct {
 	// deterministic is false for a nondeterministic key collation, whose
 	// equality is not byte equality.
 	deterministic bool
+	// keyType is the key column's type, schema-qualified, when it lives
+	// outside pg_catalog (an extension's, such as citext), and keySchema
+	// that schema, where its comparison operators are: the count compares
+	// with them, as the old unique index did. "" for pg_catalog's types.
+	keyType, keySchema string
+	// looseKey says the key's equality is not byte equality (a type such
+	// as citext, a nondeterministic collation): keys the advisory lock
+	// tells apart count as one group. Such a group's admission also takes
+	// its class's lock exclusively (see planLocks), so that concurrent
+	// enqueues of ACCT-7 and acct-7 wait for each other.
+	looseKey bool
 	// rule is the unique rule on the key that still stands on the table new
 	// jobs go to (legacy and expanded layouts; a layout that down is
 	// rolling back once it rebuilt the rule), nil when there is none.
@@ -158,7 +170,8 @@ func (s *schema) readRule(ctx context.Context, db Executor) error {
 // the column really orders (layout.CollationSQL); the last column whether a
 // valid index on the table leads with (class, column COLLATE "C").
 var catalogQuery = `SELECT c.relname, a.attname,
-       CASE WHEN ty.typnamespace = 11 THEN format_type(a.atttypid, a.atttypmod) ELSE quote_ident(tn.nspname) || '.' || quote_ident(ty.typname) END,
+       CASE WHEN ty.typnamespace = 11 THEN format_type(ty.oid, CASE WHEN ty.oid = a.atttypid THEN a.atttypmod ELSE -1 END)
+            ELSE quote_ident(tn.nspname) || '.' || quote_ident(ty.typname) END,
        a.attnotnull, a.atthasdef,
        CASE WHEN a.atttypid = ANY ('{1043,1042}'::oid[]) AND a.atttypmod > 4 THEN a.atttypmod - 4 ELSE 0 END,
        coalesce(` + layout.CollationSQL("a.attcollation") + `, ''),
@@ -168,7 +181,8 @@ var catalogQuery = `SELECT c.relname, a.attname,
 FROM pg_class c
 JOIN pg_namespace n ON n.oid = c.relnamespace
 JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
-JOIN pg_type ty ON ty.oid = a.atttypid
+JOIN pg_type ty0 ON ty0.oid = a.atttypid
+JOIN pg_type ty ON ty.oid = CASE WHEN ty0.typbasetype = 0 THEN ty0.oid ELSE ty0.typbasetype END
 JOIN pg_namespace tn ON tn.oid = ty.typnamespace
 WHERE n.nspname = $1::text AND c.relkind = ANY ('{r,p}'::"char"[]) AND c.relname = ANY (ARRAY[$2::text, $3::text, $4::text, $5::text])`
 
@@ -259,7 +273,41 @@ func inspect(ctx context.Context, db Executor, l layout.Resolved) (*schema, erro
 		return nil, err
 	}
 	s.bytewise, s.deterministic = layout.Ordering(s.requests.cols[s.keyCol].collation)
+	if typ := s.requests.cols[s.keyCol].typ; strings.Contains(typ, ".") && !strings.Contains(typ, "(") {
+		s.keyType, s.keySchema = typ, typeSchema(typ)
+	}
+	s.looseKey = !s.deterministic || s.keyType != ""
 	return s, nil
+}
+
+// typeSchema is the schema part of a type name rendered as
+// quote_ident(schema) || '.' || quote_ident(name).
+func typeSchema(typ string) string {
+	quoted := false
+	for i := 0; i < len(typ); i++ {
+		switch {
+		case typ[i] == '"':
+			quoted = !quoted
+		case typ[i] == '.' && !quoted:
+			return typ[:i]
+		}
+	}
+	return ""
+}
+
+// keyRange renders the keyed count's condition on key (the column,
+// quoted) for the parameter or expression k: a closed range, so that the
+// counting index returns the group's rows in its order (see admitText). It
+// compares with the column's own equality, which is the old unique rule's:
+// an extension type's operators (named with its schema, k cast to the
+// type), or pg_catalog's in the column's collation.
+func (s *schema) keyRange(key, k string) string {
+	if s.keyType != "" {
+		ge, le := "OPERATOR("+s.keySchema+".>=)", "OPERATOR("+s.keySchema+".<=)"
+		k += "::" + s.keyType
+		return " AND " + key + " " + ge + " " + k + " AND " + key + " " + le + " " + k
+	}
+	return " AND " + key + " >= " + k + " AND " + key + " <= " + k
 }
 
 // prefixIndexed reports whether every active table has the prefix index

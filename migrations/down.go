@@ -121,6 +121,16 @@ func (r *runner) downWork(ctx context.Context, in *inspection) ([]Finding, []ste
 	if len(saved) == 0 && in.needsRenameBack() {
 		fs = append(fs, Finding{Kind: "no_saved_rule", Message: "no unique rule was saved for this layout (it was not migrated by this tool, or its cutover never ran): down renames the column back but restores no unique rule"})
 	}
+	vt := r.l.Table(layout.VersionTable)
+	for _, s := range saved {
+		if _, err := s.concurrentRebuild(vt); errors.Is(err, ErrSavedRule) {
+			fs = append(fs, Finding{Fatal: true, Kind: "saved_rule", Object: layout.Ident(s.Index), Message: err.Error(),
+				Action: "rebuild the unique rule by hand from its saved definition, then run down again"})
+		}
+	}
+	if hasFatal(fs) {
+		return fs, nil, &PreflightError{Findings: fs}
+	}
 	groups, err := scanDuplicates(ctx, r.conn, r.l, saved)
 	if err != nil {
 		return fs, nil, err

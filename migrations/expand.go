@@ -33,8 +33,10 @@ const versionSchemaComment = "migrate-unique version schema"
 // versionSchemaInfo is what the catalog says about the version schema.
 type versionSchemaInfo struct {
 	name string
-	// exists and ours: the schema exists and carries our comment.
+	// exists and ours: the schema exists and carries our comment; owner
+	// is its owner, quoted.
 	exists, ours bool
+	owner        string
 	// views lists the queue tables whose view exists in the schema.
 	views map[string]bool
 	// grants are the GRANTs the schema and its views lack: the queue
@@ -47,6 +49,20 @@ type versionSchemaInfo struct {
 	others []string
 }
 
+// asCreator says the schema and its views are made as the queue's owner
+// (SET LOCAL ROLE), as up makes its tables, so that every member of the
+// owner can drop them: when the owner may create schemas, or owns the
+// schema already. Otherwise they are made as the connected role.
+func (vs *versionSchemaInfo) asCreator(in *inspection) bool {
+	if in.access == nil || in.access.creator == "" {
+		return false
+	}
+	if vs.exists {
+		return vs.owner == in.access.creator
+	}
+	return vs.ownerCreates
+}
+
 // viewPrivileges are the privileges mirrored from a queue table onto its
 // view (TRUNCATE, REFERENCES and TRIGGER do not apply to a view).
 var viewPrivileges = []string{"SELECT", "INSERT", "UPDATE", "DELETE"}
@@ -56,7 +72,8 @@ func readVersionSchema(ctx context.Context, q querier, in *inspection, name stri
 	vs := &versionSchemaInfo{name: name, views: map[string]bool{}}
 	l := in.l
 	var comment string
-	err := q.QueryRow(ctx, `SELECT coalesce(pg_catalog.obj_description(n.oid, 'pg_namespace'), '') FROM pg_catalog.pg_namespace n WHERE n.nspname = $1`, name).Scan(&comment)
+	err := q.QueryRow(ctx, `SELECT coalesce(pg_catalog.obj_description(n.oid, 'pg_namespace'), ''), pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(n.nspowner))
+FROM pg_catalog.pg_namespace n WHERE n.nspname = $1`, name).Scan(&comment, &vs.owner)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 	case err != nil:
@@ -155,7 +172,7 @@ func missingViewGrants(ctx context.Context, q querier, in *inspection, vs *versi
 	viewOwner := ""
 	if in.access != nil {
 		viewOwner = in.access.user
-		if in.access.creator != "" && (vs.ownerCreates || vs.exists) {
+		if vs.asCreator(in) {
 			viewOwner = in.access.creator
 		}
 	}
@@ -308,7 +325,7 @@ func versionSchemaStep(in *inspection) step {
 		missing = missing || !vs.views[t]
 	}
 	if missing {
-		if in.access != nil && in.access.creator != "" && (vs.exists || vs.ownerCreates) {
+		if vs.asCreator(in) {
 			b.WriteString(in.access.setRole())
 		}
 		if !vs.exists {
@@ -336,7 +353,7 @@ func versionSchemaStep(in *inspection) step {
 			}
 			fmt.Fprintf(&b, "CREATE OR REPLACE VIEW %s%s AS SELECT %s FROM %s;\n", layout.Qualified(vs.name, tn), with, strings.Join(cols, ", "), l.Table(tn))
 		}
-		if in.access != nil && in.access.creator != "" && (vs.exists || vs.ownerCreates) {
+		if vs.asCreator(in) {
 			b.WriteString(in.access.resetRole())
 		}
 	}

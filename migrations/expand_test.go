@@ -634,3 +634,52 @@ func TestExpandedDriftIsRepairedByExpand(t *testing.T) {
 		t.Fatalf("the application role through the repaired view: %v", err)
 	}
 }
+
+// TestRollingDeployAsManagedRoles: on a managed server (the tables'
+// owner NOLOGIN, the migration run by a member of it, the application a
+// DML-only role), up --expand names the grant it needs to create the
+// version schema, then makes it as the owner with the tables' grants
+// mirrored; the application role writes through the views across
+// complete, and the owner's member contracts and rolls back.
+func TestRollingDeployAsManagedRoles(t *testing.T) {
+	ctx := context.Background()
+	s := legacy.TeamQueue
+	url := legacyDB(t, s)
+	roles := testdb.ManagedRoles(t, url, s.Resolved.Schema)
+	vs := migrations.DefaultVersionSchema(s.Resolved.Schema)
+	p, err := migrations.PlanWith(ctx, roles.MigratorURL, s.Layout, migrations.Options{Expand: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := false
+	for _, f := range p.Findings {
+		refused = refused || f.Fatal && f.Kind == "schema_create" && strings.Contains(f.Message, "GRANT CREATE ON DATABASE")
+	}
+	if !refused {
+		t.Fatalf("plan --expand as a role that cannot create schemas: %+v", p.Findings)
+	}
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := testdb.Connect(t, url).Exec(ctx, "GRANT CREATE ON DATABASE "+layout.Ident(cfg.Database)+" TO "+layout.Ident(roles.Owner)); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := migrations.Up(ctx, roles.MigratorURL, s.Layout, migrations.Options{Expand: true}); err != nil || rep.After != migrations.Expanded {
+		t.Fatalf("up --expand as the owner's member: %v %+v", err, rep)
+	}
+	var owner string
+	if err := testdb.Connect(t, url).QueryRow(ctx, "SELECT pg_get_userbyid(nspowner) FROM pg_namespace WHERE nspname = $1", vs).Scan(&owner); err != nil || owner != roles.Owner {
+		t.Fatalf("the version schema belongs to %q (%v), want the tables' owner %q", owner, err, roles.Owner)
+	}
+	app := &writer{t: t, s: s, conn: sessionOn(t, roles.AppURL, "app", vs, s.Resolved.Schema), column: layout.KeyColumn}
+	app.enqueue(true)
+	if rep, err := migrations.Up(ctx, roles.MigratorURL, s.Layout, migrations.Options{}); err != nil || rep.After != migrations.Migrated {
+		t.Fatalf("complete as the owner's member: %v %+v", err, rep)
+	}
+	app.enqueue(false)
+	if rep, err := migrations.Up(ctx, roles.MigratorURL, s.Layout, migrations.Options{Contract: true}); err != nil || rep.After != migrations.Migrated {
+		t.Fatalf("contract as the owner's member: %v %+v", err, rep)
+	}
+	app.enqueueOne()
+}

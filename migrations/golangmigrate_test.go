@@ -2,8 +2,12 @@ package migrations_test
 
 import (
 	"context"
+	"io/fs"
+	"sort"
 	"strings"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
 
 	_ "github.com/golang-migrate/migrate/v4/database/pgx/v5"
 
@@ -42,4 +46,59 @@ func TestPlainJobsFilesApplyWithGolangMigrate(t *testing.T) {
 		t.Errorf("the golang-migrate files differ from plain-jobs 0007:\n%s", strings.Join(diffs, "\n"))
 	}
 	downRestores(t, m, dbURL, legacy.PlainJobs.Layout, before)
+}
+
+// The golang-migrate files run on the application's session, whose
+// search_path the tool does not set: with another role's shadowing
+// functions and operators in public and the session's search path public
+// first, the files (each sent whole, as golang-migrate sends it) run none of
+// them, up and down, and down restores the database exactly (every index
+// definition included). golang-migrate's own statements are not the tool's
+// (its version table's count(1) is ambiguous next to a count(bigint)), so
+// the files are applied here as it applies them.
+func TestPlainJobsFilesApplyUnderAHostileSearchPath(t *testing.T) {
+	dbURL := legacyDB(t, legacy.PlainJobs)
+	shadows := testdb.PlantShadows(t, dbURL)
+	before := takeSnapshot(t, dbURL, legacy.PlainJobs.Layout)
+	cfg, err := pgx.ParseConfig(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.RuntimeParams["search_path"] = "public, pg_catalog"
+	conn, err := pgx.ConnectConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	entries, err := fs.ReadDir(migrations.PlainJobsFiles, "plainjobs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ups, downs []string
+	for _, e := range entries {
+		switch name := e.Name(); {
+		case strings.HasSuffix(name, ".up.sql"):
+			ups = append(ups, name)
+		case strings.HasSuffix(name, ".down.sql"):
+			downs = append([]string{name}, downs...)
+		}
+	}
+	sort.Strings(ups)
+	sort.Sort(sort.Reverse(sort.StringSlice(downs)))
+	shadows.Hits(t)
+	for _, names := range [][]string{ups, downs} {
+		for _, name := range names {
+			b, err := fs.ReadFile(migrations.PlainJobsFiles, "plainjobs/"+name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := conn.Exec(t.Context(), string(b)); err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			shadows.Check(t, name)
+		}
+	}
+	if d := before.diff(takeSnapshot(t, dbURL, legacy.PlainJobs.Layout)); d != "" {
+		t.Fatalf("the files up then down under a hostile search path did not restore the database:\n%s", d)
+	}
 }

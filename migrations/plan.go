@@ -115,6 +115,10 @@ func plan(ctx context.Context, databaseURL string, l layout.Layout, opts Options
 		more, steps, err = r.downWork(ctx, in)
 		res.Findings = append(res.Findings, more...)
 		var de *DuplicatesError
+		var pe *PreflightError
+		if errors.As(err, &pe) {
+			err = nil // its findings are in more
+		}
 		if errors.As(err, &de) {
 			res.Findings = append(res.Findings, Finding{Fatal: true, Kind: "duplicates", Message: de.Error(), Action: "let those jobs finish (down --drain sets those groups to limit 1 and waits for them) or delete them yourself; down never deletes a job"})
 			err = nil

@@ -413,6 +413,11 @@ func (r *runner) preflight(ctx context.Context, direction string) (*inspection, 
 					what = "unique constraint"
 				}
 				note("unique_rule", "%s %s (%s) will be dropped at the cutover and saved for down", what, layout.Ident(ix.name), ix.definition)
+				if def, err := renameKeyInIndexDef(ix.definition); err == nil {
+					if _, err := concurrentUnique(def); err != nil {
+						fatal("saved_rule", "%s %s (%s) %v, so down could not restore it exactly: rewrite its predicate without that construct (NULLIF(a, b) as CASE WHEN a = b THEN NULL ELSE a END, IS DISTINCT FROM as an explicit comparison) before the migration", what, layout.Ident(ix.name), ix.definition, err)
+					}
+				}
 			}
 		}
 	}

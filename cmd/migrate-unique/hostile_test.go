@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -16,131 +15,6 @@ import (
 	"github.com/migrate-unique/migrate-unique/internal/testdb"
 	"github.com/migrate-unique/migrate-unique/layout"
 )
-
-// shadowsSQL plants, as a low-privilege role with CREATE on public (the
-// ACL PostgreSQL 14 and older give every role, which pg_upgrade keeps),
-// functions and operators that log who called them and then return
-// pg_catalog's answer: overloads that match the tool's and the runtime's
-// calls better than pg_catalog's own (they win on the default search path),
-// and exact copies of pg_catalog's (they win where public comes first).
-// %[1]s is the role.
-const shadowsSQL = `
-CREATE TABLE public.shadow_log (fn text NOT NULL, caller text NOT NULL DEFAULT current_user, at timestamptz NOT NULL DEFAULT clock_timestamp());
-GRANT INSERT, SELECT ON public.shadow_log TO PUBLIC;
-CREATE FUNCTION public.shadow_hit(fn text) RETURNS void LANGUAGE sql AS $$ INSERT INTO public.shadow_log (fn) VALUES (fn) $$;
-
--- Better-matching overloads: they win on the default search path.
-CREATE FUNCTION public.generate_series(integer, smallint) RETURNS SETOF integer LANGUAGE plpgsql AS $$
-BEGIN PERFORM public.shadow_hit('generate_series(integer, smallint)'); RETURN QUERY SELECT pg_catalog.generate_series($1, $2::integer); END $$;
-CREATE FUNCTION public.pg_try_advisory_lock(text) RETURNS boolean LANGUAGE plpgsql AS $$
-BEGIN PERFORM public.shadow_hit('pg_try_advisory_lock(text)'); RETURN pg_catalog.pg_try_advisory_lock($1::bigint); END $$;
-CREATE FUNCTION public.pg_advisory_xact_lock(text) RETURNS void LANGUAGE plpgsql AS $$
-BEGIN PERFORM public.shadow_hit('pg_advisory_xact_lock(text)'); PERFORM pg_catalog.pg_advisory_xact_lock($1::bigint); END $$;
-CREATE FUNCTION public.pg_advisory_xact_lock_shared(text) RETURNS void LANGUAGE plpgsql AS $$
-BEGIN PERFORM public.shadow_hit('pg_advisory_xact_lock_shared(text)'); PERFORM pg_catalog.pg_advisory_xact_lock_shared($1::bigint); END $$;
-CREATE FUNCTION public.format(text, regclass) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN PERFORM public.shadow_hit('format(text, regclass)'); RETURN pg_catalog.format($1, $2); END $$;
-CREATE FUNCTION public.format(text, regclass, text, text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN PERFORM public.shadow_hit('format(text, regclass, text, text)'); RETURN pg_catalog.format($1, $2, $3, $4); END $$;
-CREATE FUNCTION public.format(text, regclass, text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN PERFORM public.shadow_hit('format(text, regclass, text)'); RETURN pg_catalog.format($1, $2, $3); END $$;
-CREATE FUNCTION public.jsonb_build_object(text, text) RETURNS jsonb LANGUAGE plpgsql AS $$
-BEGIN PERFORM public.shadow_hit('jsonb_build_object(text, text)'); RETURN pg_catalog.jsonb_build_object($1, $2); END $$;
-CREATE FUNCTION public.jsonb_build_object(text, bigint, text, text, text, name, text, text, text, boolean, text, boolean) RETURNS jsonb LANGUAGE plpgsql AS $$
-BEGIN PERFORM public.shadow_hit('jsonb_build_object(...)');
-RETURN pg_catalog.jsonb_build_object($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12); END $$;
-CREATE FUNCTION public.to_jsonb(text[]) RETURNS jsonb LANGUAGE plpgsql AS $$
-BEGIN PERFORM public.shadow_hit('to_jsonb(text[])'); RETURN pg_catalog.to_jsonb($1); END $$;
-CREATE FUNCTION public.count_step(bigint, bigint) RETURNS bigint LANGUAGE plpgsql AS $$
-BEGIN PERFORM public.shadow_hit('count(bigint)'); RETURN coalesce($1, 0) OPERATOR(pg_catalog.+) 1; END $$;
-CREATE AGGREGATE public.count(bigint) (SFUNC = public.count_step, STYPE = bigint, INITCOND = '0');
-CREATE FUNCTION public.eq_varchar_text(varchar, text) RETURNS boolean LANGUAGE plpgsql AS $$
-BEGIN PERFORM public.shadow_hit('=(varchar, text)'); RETURN $1::text OPERATOR(pg_catalog.=) $2; END $$;
-CREATE OPERATOR public.= (LEFTARG = varchar, RIGHTARG = text, FUNCTION = public.eq_varchar_text);
-CREATE FUNCTION public.ge_varchar(varchar, varchar) RETURNS boolean LANGUAGE plpgsql AS $$
-BEGIN PERFORM public.shadow_hit('>=(varchar, varchar)'); RETURN $1::text OPERATOR(pg_catalog.>=) $2::text; END $$;
-CREATE OPERATOR public.>= (LEFTARG = varchar, RIGHTARG = varchar, FUNCTION = public.ge_varchar);
-CREATE FUNCTION public.le_varchar(varchar, varchar) RETURNS boolean LANGUAGE plpgsql AS $$
-BEGIN PERFORM public.shadow_hit('<=(varchar, varchar)'); RETURN $1::text OPERATOR(pg_catalog.<=) $2::text; END $$;
-CREATE OPERATOR public.<= (LEFTARG = varchar, RIGHTARG = varchar, FUNCTION = public.le_varchar);
-CREATE FUNCTION public.gt_varchar(varchar, varchar) RETURNS boolean LANGUAGE plpgsql AS $$
-BEGIN PERFORM public.shadow_hit('>(varchar, varchar)'); RETURN $1::text OPERATOR(pg_catalog.>) $2::text; END $$;
-CREATE OPERATOR public.> (LEFTARG = varchar, RIGHTARG = varchar, FUNCTION = public.gt_varchar);
-
--- Exact copies: they win where public comes before pg_catalog.
-CREATE FUNCTION public.eq_int(integer, integer) RETURNS boolean LANGUAGE plpgsql AS $$
-BEGIN PERFORM public.shadow_hit('=(integer, integer)'); RETURN $1 OPERATOR(pg_catalog.=) $2; END $$;
-CREATE OPERATOR public.= (LEFTARG = integer, RIGHTARG = integer, FUNCTION = public.eq_int);
-CREATE FUNCTION public.eq_text(text, text) RETURNS boolean LANGUAGE plpgsql AS $$
-BEGIN PERFORM public.shadow_hit('=(text, text)'); RETURN $1 OPERATOR(pg_catalog.=) $2; END $$;
-CREATE OPERATOR public.= (LEFTARG = text, RIGHTARG = text, FUNCTION = public.eq_text);
-CREATE FUNCTION public.gt_text(text, text) RETURNS boolean LANGUAGE plpgsql AS $$
-BEGIN PERFORM public.shadow_hit('>(text, text)'); RETURN $1 OPERATOR(pg_catalog.>) $2; END $$;
-CREATE OPERATOR public.> (LEFTARG = text, RIGHTARG = text, FUNCTION = public.gt_text);
-CREATE FUNCTION public.ne_text(text, text) RETURNS boolean LANGUAGE plpgsql AS $$
-BEGIN PERFORM public.shadow_hit('<>(text, text)'); RETURN $1 OPERATOR(pg_catalog.<>) $2; END $$;
-CREATE OPERATOR public.<> (LEFTARG = text, RIGHTARG = text, FUNCTION = public.ne_text);
-CREATE FUNCTION public.now() RETURNS timestamptz LANGUAGE plpgsql AS $$
-BEGIN PERFORM public.shadow_hit('now()'); RETURN pg_catalog.now(); END $$;
-CREATE FUNCTION public.set_config(text, text, boolean) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN PERFORM public.shadow_hit('set_config(text, text, boolean)'); RETURN pg_catalog.set_config($1, $2, $3); END $$;
-CREATE FUNCTION public.current_setting(text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN PERFORM public.shadow_hit('current_setting(text)'); RETURN pg_catalog.current_setting($1); END $$;
-CREATE FUNCTION public.pg_advisory_xact_lock(bigint) RETURNS void LANGUAGE plpgsql AS $$
-BEGIN PERFORM public.shadow_hit('pg_advisory_xact_lock(bigint)'); PERFORM pg_catalog.pg_advisory_xact_lock($1); END $$;
-CREATE FUNCTION public.pg_get_indexdef(oid) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN PERFORM public.shadow_hit('pg_get_indexdef(oid)'); RETURN pg_catalog.pg_get_indexdef($1); END $$;
-CREATE FUNCTION public.gen_random_uuid() RETURNS uuid LANGUAGE plpgsql AS $$
-BEGIN PERFORM public.shadow_hit('gen_random_uuid()'); RETURN pg_catalog.gen_random_uuid(); END $$;
-CREATE FUNCTION public.split_part(text, text, integer) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN PERFORM public.shadow_hit('split_part(text, text, integer)'); RETURN pg_catalog.split_part($1, $2, $3); END $$;
-CREATE FUNCTION public.jsonb_array_elements(jsonb) RETURNS SETOF jsonb LANGUAGE plpgsql AS $$
-BEGIN PERFORM public.shadow_hit('jsonb_array_elements(jsonb)'); RETURN QUERY SELECT pg_catalog.jsonb_array_elements($1); END $$;
-`
-
-// plantShadows creates the hostile role (cluster-wide, dropped at the end)
-// and its objects in db.
-func plantShadows(t *testing.T, db string) {
-	t.Helper()
-	ctx := t.Context()
-	conn := testdb.Connect(t, db)
-	role := fmt.Sprintf("mallory_%d", time.Now().UnixNano())
-	for _, stmt := range []string{
-		"CREATE ROLE " + role + " NOLOGIN",
-		"GRANT CREATE, USAGE ON SCHEMA public TO " + role,
-		"SET ROLE " + role,
-		shadowsSQL,
-		"RESET ROLE",
-	} {
-		if _, err := conn.Exec(ctx, stmt); err != nil {
-			t.Fatalf("plant the shadows: %v", err)
-		}
-	}
-	t.Cleanup(func() {
-		c, err := testdb.Dial(context.Background(), db)
-		if err != nil {
-			return
-		}
-		defer c.Close(context.Background())
-		_, _ = c.Exec(context.Background(), "DROP OWNED BY "+role+" CASCADE")
-		_, _ = c.Exec(context.Background(), "DROP ROLE "+role)
-	})
-}
-
-// shadowHits returns what the shadows logged since the last call, and
-// forgets it.
-func shadowHits(t *testing.T, conn *pgx.Conn) []string {
-	t.Helper()
-	rows, err := conn.Query(t.Context(), "DELETE FROM public.shadow_log RETURNING fn || ' as ' || caller")
-	if err != nil {
-		t.Fatalf("read the shadow log: %v", err)
-	}
-	hits, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatalf("read the shadow log: %v", err)
-	}
-	return hits
-}
 
 // indexDefinitions reads every index definition of the queue's tables
 // under a pinned search_path (so that every schema but pg_catalog shows).
@@ -184,7 +58,7 @@ func TestAHostileNeighbourNeverRuns(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			db := plainJobsDB(t)
-			plantShadows(t, db)
+			shadows := testdb.PlantShadows(t, db)
 			admin := testdb.Connect(t, db)
 			ctx := t.Context()
 			if searchPath != "" {
@@ -198,18 +72,7 @@ func TestAHostileNeighbourNeverRuns(t *testing.T) {
 			}
 			check := func(what string) {
 				t.Helper()
-				if hits := shadowHits(t, admin); len(hits) > 0 {
-					t.Errorf("%s ran another role's objects: %s", what, strings.Join(hits, "; "))
-				}
-			}
-			// The control: an unqualified statement on the database's
-			// search path runs the shadows.
-			control := testdb.Connect(t, db)
-			if _, err := control.Exec(ctx, "SELECT count(x), pg_advisory_xact_lock('42') FROM (VALUES (1::bigint)) v(x)"); err != nil {
-				t.Fatal(err)
-			}
-			if hits := shadowHits(t, admin); len(hits) < 2 {
-				t.Fatalf("the shadows did not run for an unqualified statement (%v): the test would prove nothing", hits)
+				shadows.Check(t, what)
 			}
 			before := indexDefinitions(t, db)
 			cli := func(code int, args ...string) string {
@@ -262,7 +125,7 @@ func TestAHostileNeighbourNeverRuns(t *testing.T) {
 			if _, err := admin.Exec(ctx, "DELETE FROM public.plainjobs_jobrequest WHERE job_class OPERATOR(pg_catalog.~~) 'app.%'"); err != nil {
 				t.Fatal(err)
 			}
-			shadowHits(t, admin)
+			shadows.Hits(t)
 			cli(0, "down", "--drop-operator-data")
 			cli(0, "status")
 			after := indexDefinitions(t, db)
@@ -412,5 +275,32 @@ func TestAReadOnlyTargetIsRefusedBeforeAnyChange(t *testing.T) {
 	code, out, errOut := runCLI(t, "status", "--database", db)
 	if code != 0 || !strings.Contains(out, "state:    legacy") {
 		t.Errorf("status after the refusals: exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+// TestAUniqueRuleThatCannotReplayExactlyIsRefused: a unique rule whose
+// predicate looks an operator up by name (NULLIF) cannot be rebuilt exactly
+// on every search path, so plan and up refuse with a finding of kind
+// saved_rule before any change.
+func TestAUniqueRuleThatCannotReplayExactlyIsRefused(t *testing.T) {
+	db := plainJobsDB(t)
+	admin := testdb.Connect(t, db)
+	ctx := t.Context()
+	if _, err := admin.Exec(ctx, `DROP INDEX IF EXISTS plainjobs_jobrequest_unique_job_class_key;
+CREATE UNIQUE INDEX nullif_rule ON plainjobs_jobrequest (job_class, unique_key) WHERE NULLIF(unique_key, '') IS NOT NULL AND retry_attempt = 0`); err != nil {
+		t.Fatal(err)
+	}
+	before := indexDefinitions(t, db)
+	for _, args := range [][]string{{"plan", "--json"}, {"up"}} {
+		code, out, errOut := runCLI(t, append(args, "--database", db)...)
+		if code != 1 || !strings.Contains(out+errOut, "nullif_rule") || !strings.Contains(out+errOut, "NULLIF") {
+			t.Errorf("%s: exit %d, want 1 naming nullif_rule and NULLIF\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), code, out, errOut)
+		}
+		if args[0] == "plan" && !strings.Contains(out, `"saved_rule"`) {
+			t.Errorf("plan --json has no finding of kind saved_rule:\n%s", out)
+		}
+	}
+	if after := indexDefinitions(t, db); fmt.Sprint(before) != fmt.Sprint(after) {
+		t.Errorf("the refused run changed the indexes:\n%v\n%v", before, after)
 	}
 }

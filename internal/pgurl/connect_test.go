@@ -109,3 +109,76 @@ func TestConnectErrorsSayTheRealCause(t *testing.T) {
 		}
 	}
 }
+
+// poolerServer answers as PgBouncer without search_path in its
+// track_extra_parameters: a startup message that carries search_path is
+// refused ("unsupported startup parameter: search_path", 08P01); one
+// without it is admitted. It records the search_path of every startup
+// message, "" for none.
+func poolerServer(t *testing.T) (addr string, seen chan string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	seen = make(chan string, 8)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+				be := pgproto3.NewBackend(c, c)
+				for {
+					msg, err := be.ReceiveStartupMessage()
+					if err != nil {
+						return
+					}
+					switch m := msg.(type) {
+					case *pgproto3.SSLRequest, *pgproto3.GSSEncRequest:
+						if _, err := c.Write([]byte("N")); err != nil {
+							return
+						}
+						continue
+					case *pgproto3.StartupMessage:
+						sp, has := m.Parameters["search_path"]
+						seen <- sp
+						if has {
+							be.Send(&pgproto3.ErrorResponse{Severity: "FATAL", SeverityUnlocalized: "FATAL", Code: "08P01", Message: "unsupported startup parameter: search_path"})
+							_ = be.Flush()
+							return
+						}
+						be.Send(&pgproto3.AuthenticationOk{})
+						be.Send(&pgproto3.BackendKeyData{ProcessID: 1, SecretKey: []byte{0, 0, 0, 1}})
+						be.Send(&pgproto3.ReadyForQuery{TxStatus: 'I'})
+						_ = be.Flush()
+						_, _ = be.Receive() // Terminate
+					}
+					return
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String(), seen
+}
+
+// TestConnectPinsTheSearchPath: every session starts with SearchPath as a
+// startup parameter; a pooler that refuses the parameter is connected to
+// again without it.
+func TestConnectPinsTheSearchPath(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	addr, seen := poolerServer(t)
+	conn, err := Connect(ctx, "postgres://app@"+addr+"/appdb?sslmode=disable", "")
+	if err != nil {
+		t.Fatalf("through a pooler that refuses search_path: %v", err)
+	}
+	_ = conn.Close(ctx)
+	if first, second := <-seen, <-seen; first != SearchPath || second != "" {
+		t.Errorf("startup search_path: first %q, then %q; want %q, then none", first, second, SearchPath)
+	}
+}
