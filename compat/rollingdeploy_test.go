@@ -528,7 +528,8 @@ func (d *deploy) phase(name string, f func() error) {
 // TestRollingDeployExpandCompleteDown: the old version and the new one
 // write, and their workers run, across up --expand; the new version alone
 // across up (complete), which refuses while a session of the old version is
-// still there; the jobs the old version's worker claimed before complete are
+// still there (known by its last statement, or by --old-app-name for an
+// idle worker's); the jobs the old version's worker claimed before complete are
 // finished after it; then the new version across down --drain from the
 // migrated layout, and the old version again after it. No write fails, no
 // compat group is ever over its limit, every job is finished.
@@ -584,10 +585,17 @@ func TestRollingDeployExpandCompleteDown(t *testing.T) {
 	// naming it; nothing changed.
 	_, err := migrations.Up(ctx, d.url, l, migrations.Options{})
 	var pe *migrations.PreflightError
-	if !errors.As(err, &pe) || !hasFinding(pe, "old_version_writing") {
+	if !errors.As(err, &pe) || !hasFinding(pe, "old_version_writing", `"old-version"`) {
 		t.Fatalf("up (complete) while the old version's session is there: %v; want a refusal naming it (old_version_writing)", err)
 	}
 	oldApp.Close()
+	// The old worker's session is idle after a commit: its last statement
+	// names no column, so complete knows it by its application_name
+	// (--old-app-name).
+	_, err = migrations.Up(ctx, d.url, l, migrations.Options{OldAppName: "old-version-worker"})
+	if !errors.As(err, &pe) || !hasFinding(pe, "old_version_writing", `"old-version-worker"`) {
+		t.Fatalf("up (complete) while the old version's idle worker session is there, --old-app-name naming it: %v; want a refusal naming it", err)
+	}
 	oldWorkerPool.Close()
 
 	d.phase("up (complete)", func() error {
@@ -707,9 +715,10 @@ func migrating(o migrations.Options) migrations.Options {
 	return o
 }
 
-func hasFinding(e *migrations.PreflightError, kind string) bool {
+// hasFinding reports a fatal finding of kind whose message holds text.
+func hasFinding(e *migrations.PreflightError, kind, text string) bool {
 	for _, f := range e.Findings {
-		if f.Fatal && f.Kind == kind {
+		if f.Fatal && f.Kind == kind && strings.Contains(f.Message, text) {
 			return true
 		}
 	}
