@@ -269,7 +269,8 @@ func (r *runner) downSteps(in *inspection, saved []SavedUnique) ([]step, error) 
 			// transaction drops it with its partitions' (catalog work, one
 			// file each).
 			st.kind, st.exclusive, st.sql = stepTx, []string{l.Table(ci.table)}, "DROP INDEX IF EXISTS "+l.Table(ci.name)+";"
-			st.lock = "ACCESS EXCLUSIVE on the table and its partitions (short: drops a partitioned index, catalog work per partition)"
+			st.lock = "ACCESS EXCLUSIVE on the table and its partitions (short, but its commit truncates the partitioned index's files: grows with the index)"
+			st.grows = true
 		}
 		built := false
 		for _, ix := range in.ours() {

@@ -395,3 +395,58 @@ func (in *inspection) partitionedForFiles() []Finding {
 	}
 	return out
 }
+
+// cutoverDropGrows says the cutover drops a unique rule whose files
+// PostgreSQL truncates at commit, under the cutover's lock: a unique
+// constraint (there is no DROP CONSTRAINT CONCURRENTLY) or a unique index on
+// a partitioned table (no DROP INDEX CONCURRENTLY there). Its hold then
+// grows with that index's size.
+func (in *inspection) cutoverDropGrows() bool {
+	for _, t := range in.tables {
+		for _, ix := range in.indexes[t.name] {
+			if ix.unique && !ix.primary && ix.coversKey() && (ix.constraint != "" || t.partitioned) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// deferredUniqueDrops are the steps after the cutover that drop, with DROP
+// INDEX CONCURRENTLY, the bare unique indexes on the key of tables that are
+// not partitioned: the cutover renamed the column and saved their
+// definitions but left them, because dropping them there would truncate
+// their files under its ACCESS EXCLUSIVE lock for a time that grows with
+// the index. Until the step ends the old rule still holds (the compat
+// runtime admits what it allows and reports the rest as skips).
+func deferredUniqueDrops(in *inspection) ([]step, error) {
+	var out []step
+	seen := map[string]bool{}
+	add := func(table, name string) error {
+		q := in.l.Table(name)
+		if seen[q] {
+			return nil
+		}
+		seen[q] = true
+		sql, err := dropIndexSQL(in.l, name)
+		if err != nil {
+			return err
+		}
+		out = append(out, step{name: "drop the unique rule " + layout.Ident(name) + " CONCURRENTLY (saved at the cutover)", table: in.l.Table(table),
+			lock: "SHARE UPDATE EXCLUSIVE (writers go on)", kind: stepConcurrent, sql: sql, phase: phaseComplete})
+		return nil
+	}
+	for _, t := range in.tables {
+		if t.partitioned {
+			continue
+		}
+		for _, ix := range in.indexes[t.name] {
+			if ix.unique && !ix.primary && ix.coversKey() && ix.constraint == "" {
+				if err := add(t.name, ix.name); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	return out, nil
+}

@@ -56,6 +56,11 @@ type tmplData struct {
 	// through the probe index named Index (partitions.go).
 	Probe string
 
+	// DeferIndexDrop leaves a bare unique index on a table that is not
+	// partitioned to a step after the cutover (DROP INDEX CONCURRENTLY);
+	// the golang-migrate files drop it in the cutover.
+	DeferIndexDrop bool
+
 	// Renames are the index renames of the cutover (plain-jobs' 0007
 	// names; see plainjobs0007.go), undone by the cutover back.
 	Renames []indexRename

@@ -185,7 +185,13 @@ func upSteps(in *inspection, opts Options) ([]step, error) {
 		}
 		steps = append(steps, s)
 	}
-	if sql, err = render("cutover.up.sql.tmpl", d); err != nil {
+	// The engine drops a bare unique index on a table that is not
+	// partitioned after the cutover, CONCURRENTLY (deferredUniqueDrops):
+	// dropped in the cutover, its file would be truncated at commit under
+	// the ACCESS EXCLUSIVE lock, for a time that grows with the index.
+	dc := d
+	dc.DeferIndexDrop = true
+	if sql, err = render("cutover.up.sql.tmpl", dc); err != nil {
 		return nil, err
 	}
 	cut := step{name: "cutover: rename " + layout.LegacyKeyColumn + " to " + layout.KeyColumn + ", drop the unique rule", table: strings.Join(d.Tables, ", "),
@@ -201,7 +207,16 @@ func upSteps(in *inspection, opts Options) ([]step, error) {
 	if !in.needsCutover() {
 		cut.skip = "already done"
 	}
+	if in.cutoverDropGrows() {
+		cut.grows = true
+		cut.lock = "ACCESS EXCLUSIVE (short, but its commit truncates the dropped unique constraint's or partitioned index's files: grows with the index)"
+	}
 	steps = append(steps, cut)
+	drops, err := deferredUniqueDrops(in)
+	if err != nil {
+		return nil, err
+	}
+	steps = append(steps, drops...)
 	if isPlainJobs(l) {
 		leftovers, err := plainJobsLeftoverSteps(in)
 		if err != nil {

@@ -179,11 +179,20 @@ func (b *browser) has(css string) bool {
 	return len(els) > 0
 }
 
+// text is the rendered text of the element css selects, read in one round
+// trip: the page refreshes itself, and an element found in one request may
+// be replaced before the next reads it (a stale element reference).
 func (b *browser) text(css string) string {
 	b.t.Helper()
-	var s string
-	b.call(http.MethodGet, b.base+"/element/"+b.find(css)+"/text", nil, &s)
-	return s
+	var s *string
+	b.call(http.MethodPost, b.base+"/execute/sync", map[string]any{
+		"script": `const e = document.querySelector(arguments[0]); return e === null ? null : e.innerText`,
+		"args":   []any{css},
+	}, &s)
+	if s == nil {
+		b.t.Fatalf("no element %s on the page", css)
+	}
+	return *s
 }
 
 func (b *browser) click(css string) {

@@ -198,3 +198,27 @@ ALTER TABLE jobs DROP CONSTRAINT jobs_type_key_created;
 CREATE UNIQUE INDEX jobs_now_own_key ON jobs_now (job_type, unique_key);`)
 	expectRefused(t, url, legacy.SingleTable, `partition "public"."jobs_now" has its own unique index "public"."jobs_now_own_key"`, "DROP INDEX CONCURRENTLY")
 }
+
+// The checks around the queue run on every partition: a trigger on one
+// partition only, whose function names the key column, is refused as one
+// on the table would be; a replica identity on a partition's index of the
+// unique rule too.
+func TestChecksRunOnEveryPartition(t *testing.T) {
+	indexRule := partitionedJobs + `
+ALTER TABLE jobs DROP CONSTRAINT jobs_type_key_created;
+CREATE UNIQUE INDEX jobs_type_key_created ON jobs (job_type, unique_key, created_at);`
+	t.Run("trigger on a partition", func(t *testing.T) {
+		url := testdb.New(t)
+		exec(t, url, indexRule+`
+CREATE FUNCTION stamp_key() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN NEW.unique_key := coalesce(NEW.unique_key, 'k'); RETURN NEW; END $$;
+CREATE TRIGGER stamp BEFORE INSERT ON jobs_now FOR EACH ROW EXECUTE FUNCTION stamp_key();`)
+		expectRefused(t, url, legacy.SingleTable, `"public"."stamp_key"()`, `trigger "stamp" on "public"."jobs_now"`)
+	})
+	t.Run("replica identity on a partition's index of the rule", func(t *testing.T) {
+		url := testdb.New(t)
+		exec(t, url, indexRule+`
+ALTER TABLE jobs ALTER COLUMN unique_key SET NOT NULL;
+ALTER TABLE jobs_now REPLICA IDENTITY USING INDEX jobs_now_job_type_unique_key_created_at_idx;`)
+		expectRefused(t, url, legacy.SingleTable, `table "public"."jobs_now" has REPLICA IDENTITY USING INDEX`)
+	})
+}
