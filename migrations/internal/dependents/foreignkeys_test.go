@@ -21,7 +21,7 @@ CREATE TABLE known_keys (key text PRIMARY KEY);
 INSERT INTO known_keys SELECT DISTINCT unique_key FROM jobs WHERE unique_key IS NOT NULL;
 INSERT INTO known_keys SELECT 'new-' || i FROM generate_series(1, 100000) AS i;
 ALTER TABLE jobs ADD CONSTRAINT jobs_key_known FOREIGN KEY (unique_key) REFERENCES known_keys (key);`)
-	expectCarried(t, url, legacy.SingleTable, insertJob, `foreign key "public"."jobs" "jobs_key_known" (FOREIGN KEY (unique_key) REFERENCES known_keys(key)) starts from the key column: carried`)
+	expectCarried(t, url, legacy.SingleTable, insertJob, `foreign key "public"."jobs" "jobs_key_known" (FOREIGN KEY (unique_key) REFERENCES public.known_keys(key)) starts from the key column: carried`)
 	// Still enforced.
 	exec(t, url, "DO $$ BEGIN INSERT INTO jobs (job_type, unique_key) VALUES ('x', 'unknown'); RAISE 'accepted'; EXCEPTION WHEN foreign_key_violation THEN NULL; END $$")
 	_ = fmt.Sprint()

@@ -111,7 +111,7 @@ func TestDownRefusesOverAFunctionWrittenAgainstConcurrencyKey(t *testing.T) {
 
 func TestFunctionTakingTheQueuesRowTypeIsRefused(t *testing.T) {
 	url := queue(t, legacy.SingleTable, `CREATE FUNCTION key_of(j jobs) RETURNS text LANGUAGE sql AS $$ SELECT j.unique_key $$;`)
-	expectRefused(t, url, legacy.SingleTable, `function "public"."key_of"(j jobs) reads the queue table "public"."jobs" and names unique_key`)
+	expectRefused(t, url, legacy.SingleTable, `function "public"."key_of"(j public.jobs) reads the queue table "public"."jobs" and names unique_key`)
 }
 
 // A trigger function that names another table's unique_key is refused (the
