@@ -234,13 +234,25 @@ func (r *runner) downSteps(in *inspection, saved []SavedUnique) ([]step, error) 
 		return nil, err
 	}
 	back := step{name: "cutover back: attach the unique rule, rename " + layout.KeyColumn + " to " + layout.LegacyKeyColumn, table: strings.Join(d.Tables, ", "),
-		lock: "ACCESS EXCLUSIVE (short)", kind: stepTx, sql: sql, exclusive: d.Tables}
+		lock: "ACCESS EXCLUSIVE (short)", kind: stepTx, sql: sql, exclusive: cutoverLockOrder(l)}
 	renamed := len(saved) > 0
 	for _, t := range in.tables {
 		renamed = renamed || t.columns[layout.KeyColumn]
 	}
 	if !renamed {
 		back.skip = "already done"
+	}
+	// Where a version schema stays or is made, the old version may write
+	// again beside the new one: the enqueue lock comes back with the unique
+	// rule (enqueuelock.go).
+	lockBack := in.vs != nil && (in.vs.exists && in.vs.ours || r.opts.ToExpanded)
+	if lockBack {
+		sql := enqueueLockCreateSQL(l, in.vs.name)
+		if in.vs.asCreator(in) {
+			sql = in.access.setRole() + sql + in.access.resetRole()
+		}
+		back.sql += sql
+		back.name += ", the enqueue lock"
 	}
 	steps = append(steps, back)
 	if r.opts.ToExpanded {
@@ -298,6 +310,9 @@ func (r *runner) downSteps(in *inspection, saved []SavedUnique) ([]step, error) 
 	}
 	steps = append(steps, rt...)
 	if vs := versionSchemaDropStep(in, ""); vs.skip == "" {
+		if in.vs.enqueueLock || lockBack && back.skip == "" {
+			steps = append(steps, enqueueLockDropStep(in))
+		}
 		steps = append(steps, vs)
 	}
 	if sql, err = render("version_table.down.sql.tmpl", d); err != nil {

@@ -195,7 +195,7 @@ func upSteps(in *inspection, opts Options) ([]step, error) {
 		return nil, err
 	}
 	cut := step{name: "cutover: rename " + layout.LegacyKeyColumn + " to " + layout.KeyColumn + ", drop the unique rule", table: strings.Join(d.Tables, ", "),
-		lock: "ACCESS EXCLUSIVE (short)", kind: stepTx, sql: sql, exclusive: d.Tables, phase: phaseComplete}
+		lock: "ACCESS EXCLUSIVE (short)", kind: stepTx, sql: sql, exclusive: cutoverLockOrder(l), phase: phaseComplete}
 	if len(d.Renames) > 0 {
 		cut.name += ", rename plain-jobs' 0.37 key indexes to 0007's names"
 	}
@@ -203,6 +203,10 @@ func upSteps(in *inspection, opts Options) ([]step, error) {
 		// A down stopped after its probe index (partitions.go) leaves it:
 		// dropped here, under the lock the cutover holds anyway.
 		cut.sql += "DROP INDEX IF EXISTS " + l.Table(probeIndexName(st)) + ";\n"
+	}
+	if in.vs != nil && in.vs.enqueueLock {
+		// The expanded layout's enqueue lock reads the column renamed here.
+		cut.sql += enqueueLockDropTriggerSQL(l)
 	}
 	if !in.needsCutover() {
 		cut.skip = "already done"
