@@ -617,9 +617,9 @@ func TestRollingDeployExpandCompleteDown(t *testing.T) {
 	d.check("migrated, the new version")
 
 	// Roll back. The operator first holds each group of the compat class
-	// at one job (an override): down --drain limits only the groups above
-	// the old rule when it starts, and a group at one job then could take a
-	// second before down's own check.
+	// at one job (an override): down --drain limits the groups over the
+	// old rule at each of its scans, but a group at one job could take a
+	// second between its last scan and the rebuild of the unique rule.
 	ov, err := NewOverrides(Pgx(newWorkerPool), l)
 	if err != nil {
 		t.Fatal(err)
