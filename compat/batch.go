@@ -324,61 +324,69 @@ func (s *schema) batchAdmitQuery(adms []*admission, outs []batchOut) query {
 	}
 	shape := "batch/admit/" + strconv.Itoa(shapeKinds) + "/" + ov + "/" + fold
 	return query{sql: s.text(shape, func() string { return s.batchAdmitText(shapeKinds, ov, fold) }), args: args, rows: func(r Rows) error {
-		n, admitted := 0, 0
-		next := 0 // the next admitted job an inserted row belongs to
-		for r.Next() {
-			var ins bool
-			var id, active *int64
-			var uuid, holders *string
-			var ok *bool
-			var o batchOut
-			if err := r.Scan(&ins, &o.limit, &active, &holders, &ok, &id, &uuid); err != nil {
-				return err
-			}
-			if !ins {
-				if active == nil || holders == nil || ok == nil {
-					return fmt.Errorf("the batch statement returned a result without its count")
-				}
-				o.active, o.holders, o.ok = *active, *holders, *ok
-				if n == len(outs) {
-					return fmt.Errorf("the batch statement returned more than %d results", len(outs))
-				}
-				outs[n] = o
-				n++
-				if o.ok {
-					admitted++
-				}
-				continue
-			}
-			for next < n && !outs[next].ok {
-				next++
-			}
-			if next == n {
-				return fmt.Errorf("the batch statement inserted more rows than it admitted jobs (%d)", admitted)
-			}
-			outs[next].id, outs[next].uuid = id, uuid
-			next++
-		}
-		if err := r.Err(); err != nil {
+		return scanBatch(r, outs)
+	}}
+}
+
+// scanBatch reads the batch statement's rows into outs: first one row per
+// blocked job, in batch order (false, its 1-based position, limit, count,
+// holders), then one per inserted row, in batch order (true, ..., id, uuid),
+// which belong to the jobs not reported blocked.
+func scanBatch(r Rows, outs []batchOut) error {
+	for i := range outs {
+		outs[i] = batchOut{ok: true}
+	}
+	blocked, last := 0, 0
+	next := 0 // the next admitted job an inserted row belongs to
+	inserted := 0
+	for r.Next() {
+		var ins bool
+		var ord, id, active *int64
+		var limit *int32
+		var uuid, holders *string
+		if err := r.Scan(&ins, &ord, &limit, &active, &holders, &id, &uuid); err != nil {
 			return err
 		}
-		if n != len(outs) {
-			return fmt.Errorf("the batch statement returned %d results for %d jobs", n, len(outs))
-		}
-		for _, o := range outs {
-			if o.ok && o.id == nil {
-				return fmt.Errorf("the batch statement admitted %d jobs but returned fewer rows", admitted)
+		if !ins {
+			if inserted > 0 {
+				return fmt.Errorf("the batch statement returned a blocked job after an inserted row")
 			}
+			if ord == nil || active == nil || holders == nil || limit == nil {
+				return fmt.Errorf("the batch statement returned a blocked job without its count")
+			}
+			if *ord <= int64(last) || *ord > int64(len(outs)) {
+				return fmt.Errorf("the batch statement returned job %d out of order (after %d, of %d)", *ord, last, len(outs))
+			}
+			last = int(*ord)
+			outs[last-1] = batchOut{admitResult: admitResult{limit: limit, active: *active, holders: *holders}}
+			blocked++
+			continue
 		}
-		return nil
-	}}
+		for next < len(outs) && !outs[next].ok {
+			next++
+		}
+		if next == len(outs) || id == nil {
+			return fmt.Errorf("the batch statement inserted more rows than it admitted jobs (%d)", len(outs)-blocked)
+		}
+		outs[next].id, outs[next].uuid = id, uuid
+		next++
+		inserted++
+	}
+	if err := r.Err(); err != nil {
+		return err
+	}
+	if inserted != len(outs)-blocked {
+		return fmt.Errorf("the batch statement admitted %d jobs but returned %d rows", len(outs)-blocked, inserted)
+	}
+	return nil
 }
 
 // batchAdmitText builds the batch's count-and-insert statement for the
 // count kinds present, where the overrides come from (none, read, carried,
-// both) and how the batch folds (rank, preds). Its rows: one per job in
-// order (false, limit, count, holders, admitted), then one per inserted row
-// in the same order (true, ..., id, uuid).
+// both) and how the batch folds (rank, preds). Its rows (scanBatch): one per
+// blocked job in order (false, position, limit, count, holders), then one
+// per inserted row in the same order (true, ..., id, uuid). An admitted job
+// sends one row, not two.
 func (s *schema) batchAdmitText(kinds int, ov, fold string) string {
 	var a sqlArgs
 	l := s.l
@@ -489,7 +497,7 @@ func (s *schema) batchAdmitText(kinds int, ov, fold string) string {
 	}
 	fmt.Fprintf(&b, ", ins AS (\n    INSERT INTO %s (%s)\n    SELECT %s\n    FROM c WHERE %s\n    RETURNING %s\n)\n",
 		l.Table(s.requests.name), strings.Join(insCols, ", "), strings.Join(insVals, ", "), ok, returning)
-	b.WriteString("SELECT false AS ins, c.lim, c.n, c.holders, " + ok + " AS ok, NULL::bigint AS id, NULL::text AS uuid FROM c\n")
+	b.WriteString("SELECT false AS ins, c.ord, c.lim, c.n, c.holders, NULL::bigint AS id, NULL::text AS uuid FROM c WHERE NOT " + ok + "\n")
 	b.WriteString("UNION ALL\nSELECT true, NULL, NULL, NULL, NULL, ins.r_id, ins.r_uuid FROM ins")
 	return b.String()
 }

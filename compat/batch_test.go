@@ -252,10 +252,9 @@ func TestBatchStatementsAreConstant(t *testing.T) {
 			mock.ExpectExec(regexp.QuoteMeta(`pg_catalog.pg_advisory_xact_lock(g.id)::pg_catalog.text ELSE pg_catalog.pg_advisory_xact_lock_shared(g.id)::pg_catalog.text END) FROM unnest($1::pg_catalog.text::bigint[], $2::pg_catalog.text::pg_catalog.text[]) AS g(id, m))`)).
 				WithArgs("{"+strings.Join(ids, ",")+"}", "{"+strings.Join(modes, ",")+"}").
 				WillReturnResult(sqlmock.NewResult(0, 1))
-			rows := sqlmock.NewRows([]string{"ins", "lim", "n", "holders", "ok", "id", "uuid"})
-			for range n {
-				rows.AddRow(false, 2, 0, "", true, nil, nil)
-			}
+			// Every job admitted: one row per inserted job, none for the
+			// counts (only a blocked job's count comes back).
+			rows := sqlmock.NewRows([]string{"ins", "ord", "lim", "n", "holders", "id", "uuid"})
 			for i := range n {
 				rows.AddRow(true, nil, nil, nil, nil, 100+i, fmt.Sprintf("uuid-%d", i))
 			}

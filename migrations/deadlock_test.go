@@ -2,6 +2,7 @@ package migrations_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -74,4 +75,48 @@ func TestTheApplicationIsNeverTheDeadlockVictim(t *testing.T) {
 		t.Fatalf("complete: %v", err)
 	}
 	t.Logf("%d application transactions; the cutover retried %d times (%s)", txs.Load(), len(retries), strings.Join(retries, "; "))
+}
+
+// TestCutoverGivingUpNamesTheSessionsThatHeldItsTables: a session of the
+// application holds the results table for the whole run; complete gives up
+// after its attempts, changing nothing, and its error names that session
+// (pid and application_name) as the one that held the table it waited for
+// last.
+func TestCutoverGivingUpNamesTheSessionsThatHeldItsTables(t *testing.T) {
+	ctx := context.Background()
+	s := legacy.PlainJobs
+	url := legacyDB(t, s)
+	if _, err := migrations.Up(ctx, url, s.Layout, migrations.Options{Expand: true}); err != nil {
+		t.Fatal(err)
+	}
+	holder := sessionOn(t, url, "app-holding-results", s.Resolved.Schema)
+	if _, err := holder.Exec(ctx, "BEGIN; DELETE FROM plainjobs_jobresult WHERE false"); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	_, err := migrations.Up(ctx, url, s.Layout, migrations.Options{LockTimeout: 400 * time.Millisecond, MaxAttempts: 2, Out: &out})
+	var le *migrations.LockError
+	if !errors.As(err, &le) {
+		t.Fatalf("complete while a session holds the results table: %v; want a *LockError", err)
+	}
+	pid := int(holder.PgConn().PID())
+	named := false
+	for _, b := range le.Blockers {
+		named = named || b.PID == pid && b.ApplicationName == "app-holding-results" && strings.Contains(b.Table, "plainjobs_jobresult")
+	}
+	if !named || !strings.Contains(err.Error(), fmt.Sprintf(`pid %d (application_name "app-holding-results")`, pid)) {
+		t.Fatalf("the error names %v: %v; want pid %d (app-holding-results) holding plainjobs_jobresult", le.Blockers, err, pid)
+	}
+	// Nothing of the cutover was applied; once the session ends, up
+	// completes.
+	var legacyKey bool
+	if err := holder.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = 'plainjobs_jobrequest'::regclass AND attname = 'unique_key' AND NOT attisdropped)`).Scan(&legacyKey); err != nil || !legacyKey {
+		t.Fatalf("after complete gave up, plainjobs_jobrequest.unique_key exists: %v %v; want it untouched", legacyKey, err)
+	}
+	if _, err := holder.Exec(ctx, "ROLLBACK"); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := migrations.Up(ctx, url, s.Layout, migrations.Options{}); err != nil || rep.After != migrations.Migrated {
+		t.Fatalf("up after the session ended: %v", err)
+	}
 }

@@ -234,7 +234,7 @@ func (r *runner) downSteps(in *inspection, saved []SavedUnique) ([]step, error) 
 		return nil, err
 	}
 	back := step{name: "cutover back: attach the unique rule, rename " + layout.KeyColumn + " to " + layout.LegacyKeyColumn, table: strings.Join(d.Tables, ", "),
-		lock: "ACCESS EXCLUSIVE (short)", kind: stepTx, sql: sql, exclusive: d.Tables}
+		lock: "ACCESS EXCLUSIVE (short)", kind: stepTx, sql: sql, exclusive: cutoverLockOrder(l)}
 	renamed := len(saved) > 0
 	for _, t := range in.tables {
 		renamed = renamed || t.columns[layout.KeyColumn]

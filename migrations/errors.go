@@ -141,11 +141,18 @@ type LockError struct {
 	// Err is the last attempt's error (55P03, 40P01, 57014 or a
 	// *HolderError).
 	Err error
+	// Blockers are the sessions that held the table the last attempt
+	// waited for when its wait ended (empty when not known).
+	Blockers []LockHolder
 }
 
 // Error says which step gave up, and how to get past it.
 func (e *LockError) Error() string {
-	return fmt.Sprintf("step %q: could not take its locks in %d attempts (%v); nothing of this step was applied, run again when the queue is quieter or raise --lock-timeout / --max-attempts", e.Step, e.Attempts, e.Err)
+	held := ""
+	if len(e.Blockers) > 0 {
+		held = "; the table it waited for last was held by " + blockersString(e.Blockers)
+	}
+	return fmt.Sprintf("step %q: could not take its locks in %d attempts (%v%s); nothing of this step was applied, run again when the queue is quieter or raise --lock-timeout / --max-attempts", e.Step, e.Attempts, e.Err, held)
 }
 
 // Unwrap returns the last attempt's error.

@@ -288,6 +288,12 @@ type runner struct {
 	// hiddenSeen is when the run first saw each lock holder it cannot see
 	// in pg_stat_activity (see hiddenLongHolder).
 	hiddenSeen map[holder]time.Time
+	// lockEdges counts, for each pair of tables, how often the
+	// application was seen taking the first before the second (lockorder.go).
+	lockEdges map[lockEdge]int
+	// lastBlockers are the sessions that held the table the last ended
+	// lock wait was for.
+	lastBlockers []LockHolder
 }
 
 // connect opens a second connection of the run (progress, cleanup), named
@@ -325,7 +331,7 @@ func newRunner(ctx context.Context, url string, l layout.Layout, opts Options, d
 	if err != nil {
 		return nil, err
 	}
-	r := &runner{url: url, l: rl, opts: opts.withDefaults(), conn: conn, pid: conn.PgConn().PID(), appName: appName}
+	r := &runner{url: url, l: rl, opts: opts.withDefaults(), conn: conn, pid: conn.PgConn().PID(), appName: appName, lockEdges: map[lockEdge]int{}}
 	// Through a pooler, the process id the connection was given is the
 	// pooler's, not the server process's that runs the statements.
 	var serverPID uint32
@@ -688,14 +694,18 @@ func (r *runner) runStep(ctx context.Context, s step) (attempts int, held time.D
 			return attempts, 0, fmt.Errorf("step %q: %w", s.name, err)
 		}
 		if attempts >= r.opts.MaxAttempts {
-			return attempts, 0, &LockError{Step: s.name, Attempts: attempts, Err: err}
+			return attempts, 0, &LockError{Step: s.name, Attempts: attempts, Err: err, Blockers: r.lastBlockers}
 		}
 		wait := backoff(attempts)
 		r.opts.Logger.Debug("lock not available, retrying", "step", s.name, "attempt", attempts, "wait", wait, "err", err)
 		if r.opts.OnRetry != nil {
 			r.opts.OnRetry(s.name, attempts, wait, err)
 		}
-		r.printf("step %s: attempt %d/%d: %v; retrying in %s\n", s.name, attempts, r.opts.MaxAttempts, err, wait.Round(time.Millisecond))
+		by := ""
+		if len(r.lastBlockers) > 0 {
+			by = " (held by " + blockersString(r.lastBlockers) + ")"
+		}
+		r.printf("step %s: attempt %d/%d: %v%s; retrying in %s\n", s.name, attempts, r.opts.MaxAttempts, err, by, wait.Round(time.Millisecond))
 		select {
 		case <-ctx.Done():
 			return attempts, 0, ctx.Err()
@@ -734,6 +744,7 @@ func (r *runner) laterLockWait(ms int64, n int) int64 {
 // so that a writer queued behind it waits at most LockTimeout in all.
 func (r *runner) runTx(ctx context.Context, s step, attempt int, last bool) (held time.Duration, err error) {
 	ms := r.lockWait(attempt).Milliseconds()
+	r.lastBlockers = nil
 	if len(s.exclusive) > 0 && !last {
 		// Queueing behind a transaction that is already long would only
 		// stall the writers behind us for a whole lock timeout: wait it out
@@ -765,13 +776,24 @@ func (r *runner) runTx(ctx context.Context, s step, attempt int, last bool) (hel
 			// worker takes them in its own order) is in a deadlock with
 			// the run, and the run must give way (and retry) before that
 			// session's deadlock check makes it the victim.
-			later := r.laterLockWait(ms, len(s.exclusive))
-			for i, t := range s.exclusive {
+			// The tables go in the order the application takes them
+			// (lockorder.go); each lock after a savepoint, so that when
+			// its wait ends the step reads, still holding the earlier
+			// ones, who held it and what they wait for.
+			order := r.lockOrder(s)
+			later := r.laterLockWait(ms, len(order))
+			for i, t := range order {
 				wait := ms
 				if i > 0 {
 					wait = later
 				}
-				if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL lock_timeout = '%dms'; SET LOCAL statement_timeout = '%dms'; LOCK TABLE %s IN ACCESS EXCLUSIVE MODE", wait, wait, t)); err != nil {
+				if _, err := tx.Exec(ctx, fmt.Sprintf("SAVEPOINT migrate_unique_lock; SET LOCAL lock_timeout = '%dms'; SET LOCAL statement_timeout = '%dms'; LOCK TABLE %s IN ACCESS EXCLUSIVE MODE", wait, wait, t)); err != nil {
+					if lockWaitEnded(ctx, err) {
+						r.observeBlockers(ctx, tx, t, order[:i])
+					}
+					return err
+				}
+				if _, err := tx.Exec(ctx, "RELEASE SAVEPOINT migrate_unique_lock"); err != nil {
 					return err
 				}
 				if i == 0 {

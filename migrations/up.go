@@ -195,7 +195,7 @@ func upSteps(in *inspection, opts Options) ([]step, error) {
 		return nil, err
 	}
 	cut := step{name: "cutover: rename " + layout.LegacyKeyColumn + " to " + layout.KeyColumn + ", drop the unique rule", table: strings.Join(d.Tables, ", "),
-		lock: "ACCESS EXCLUSIVE (short)", kind: stepTx, sql: sql, exclusive: d.Tables, phase: phaseComplete}
+		lock: "ACCESS EXCLUSIVE (short)", kind: stepTx, sql: sql, exclusive: cutoverLockOrder(l), phase: phaseComplete}
 	if len(d.Renames) > 0 {
 		cut.name += ", rename plain-jobs' 0.37 key indexes to 0007's names"
 	}
