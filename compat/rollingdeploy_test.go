@@ -219,7 +219,8 @@ type deploy struct {
 // The compat-only groups: keyed, limit 3. Nothing but compat writes them and
 // workers only move their rows out of the active set, so one above its
 // limit is a compat admission's doing.
-// syncKeys prefix the keys of syncClass: the old version's, the new one's.
+// syncKeys prefix the keys of syncClass compat writes: the ones every
+// version writes, and compat's own.
 var syncKeys = [2]string{"sync-", "new-sync-"}
 
 const (
@@ -312,17 +313,15 @@ func (d *deploy) oldWriters(pool *pgxpool.Pool, n int) *actors {
 }
 
 // newWriters play plain-jobs 0.38.0's run_in_worker through the version
-// schema. Their keys are not the old version's: plain-jobs 0.38 takes the
-// group's lock and counts, but 0.37 takes no lock, and while the old unique
-// rule stands a 0.37 insert of the same key that commits between 0.38's
-// count and insert fails 0.38's insert with 23505, which plain-jobs 0.38
-// does not catch (its run_in_worker expects no unique rule). That race is
-// the old rule's, not the version schema's: see docs/runtime.md. compat
-// shares its keys with both.
+// schema, on the old version's keys: plain-jobs 0.38 takes the group's lock
+// and counts, 0.37 takes no lock, and while the old unique rule stands the
+// expanded layout's enqueue lock (a trigger that takes the group's lock for
+// every keyed insert) keeps a 0.37 insert from landing between 0.38's count
+// and insert (which plain-jobs 0.38 would not catch: a raw 23505).
 func (d *deploy) newWriters(pool *pgxpool.Pool, n int) *actors {
 	return d.start(n, func(ctx context.Context, i, round int) {
 		time.Sleep(writerPace)
-		j := pyJob{class: syncClass, key: fmt.Sprintf("new-sync-%d", round%7), queue: "default"}
+		j := pyJob{class: syncClass, key: fmt.Sprintf("sync-%d", round%7), queue: "default"}
 		if round%10 == 0 {
 			j = pyJob{class: "app.jobs.Report", queue: "default"}
 		}
@@ -618,9 +617,9 @@ func TestRollingDeployExpandCompleteDown(t *testing.T) {
 	d.check("migrated, the new version")
 
 	// Roll back. The operator first holds each group of the compat class
-	// at one job (an override): down --drain limits only the groups above
-	// the old rule when it starts, and a group at one job then could take a
-	// second before down's own check.
+	// at one job (an override): down --drain limits the groups over the
+	// old rule at each of its scans, but a group at one job could take a
+	// second between its last scan and the rebuild of the unique rule.
 	ov, err := NewOverrides(Pgx(newWorkerPool), l)
 	if err != nil {
 		t.Fatal(err)
@@ -723,4 +722,87 @@ func hasFinding(e *migrations.PreflightError, kind, text string) bool {
 		}
 	}
 	return false
+}
+
+// TestExpandedOldAndNewWritersOfOneKey: on an expanded layout, plain-jobs
+// 0.37.6's run_in_worker (no lock, the unique rule's 23505 taken as a
+// duplicate) and plain-jobs 0.38.0's (the group's advisory lock, its counts,
+// its insert through the version schema, nothing caught) hammer the same
+// two keys while a worker keeps freeing them. Every 0.38 write either
+// inserts or finds the key in progress (never a 23505: the enqueue lock
+// makes 0.37's inserts take the group's lock), every 0.37 write inserts or
+// is a duplicate, and no key ever has two pending requests.
+func TestExpandedOldAndNewWritersOfOneKey(t *testing.T) {
+	d := newDeploy(t)
+	ctx := t.Context()
+	if _, err := migrations.Up(ctx, d.url, legacy.PlainJobs.Layout, migrations.Options{Expand: true}); err != nil {
+		t.Fatal(err)
+	}
+	old := d.pool("old-version", "", 4)
+	newer := d.pool("new-version", layout.Ident(d.vsName)+", public", 4)
+	worker := d.pool("worker", "", 1)
+	const rounds = 300
+	var newInserted, newSkipped, oldInserted, oldDup atomic.Int64
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for round := range rounds {
+				key := fmt.Sprintf("k-%d", round%2)
+				if w%2 == 0 {
+					ok, err := enqueue037(ctx, old, syncClass, key, "default")
+					switch {
+					case err != nil:
+						d.fail("0.37 writer", err)
+					case ok:
+						oldInserted.Add(1)
+					default:
+						oldDup.Add(1)
+					}
+					continue
+				}
+				uuid, err := pyEnqueueTx(ctx, newer, pyJob{class: syncClass, key: key, queue: "default"})
+				switch {
+				case err != nil:
+					d.fail("0.38 writer (version schema)", err)
+				case uuid != "":
+					newInserted.Add(1)
+				default:
+					newSkipped.Add(1)
+				}
+			}
+		}()
+	}
+	stop := make(chan struct{})
+	var wwg sync.WaitGroup
+	wwg.Add(1)
+	go func() {
+		defer wwg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			var n int
+			if err := worker.QueryRow(ctx, `SELECT count(*) FROM (SELECT job_class, unique_key FROM plainjobs_jobrequest WHERE job_class = $1 GROUP BY 1, 2 HAVING count(*) > 1) g`, syncClass).Scan(&n); err != nil {
+				d.fail("monitor", err)
+			} else if n > 0 {
+				d.fail("monitor", fmt.Errorf("%d keys with two pending requests", n))
+			}
+			if _, err := worker.Exec(ctx, `DELETE FROM plainjobs_jobrequest WHERE job_class = $1`, syncClass); err != nil {
+				d.fail("worker", err)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	wg.Wait()
+	close(stop)
+	wwg.Wait()
+	d.check("old and new writers of one key")
+	t.Logf("0.38: %d inserted, %d in progress; 0.37: %d inserted, %d duplicates", newInserted.Load(), newSkipped.Load(), oldInserted.Load(), oldDup.Load())
+	if newInserted.Load() == 0 || oldInserted.Load() == 0 || newSkipped.Load() == 0 || oldDup.Load() == 0 {
+		t.Errorf("the writers did not meet: want inserts and refusals of both versions")
+	}
 }

@@ -18,6 +18,11 @@ func (r *runner) dependentFindings(ctx context.Context, in *inspection, directio
 		return nil, nil
 	}
 	target := dependents.Target{Schema: in.l.Schema, Tables: in.l.Tables(), Column: in.tables[0].keyColumn(), Up: direction == "up"}
+	if in.vs != nil && in.vs.exists && in.vs.ours {
+		// The expanded layout's enqueue lock: the cutover drops its
+		// trigger, the version schema's drop its function.
+		target.OwnFunctions = []string{in.vs.name + "." + enqueueLockName}
+	}
 	var steps []step
 	var err error
 	switch direction {

@@ -242,6 +242,18 @@ func (r *runner) downSteps(in *inspection, saved []SavedUnique) ([]step, error) 
 	if !renamed {
 		back.skip = "already done"
 	}
+	// Where a version schema stays or is made, the old version may write
+	// again beside the new one: the enqueue lock comes back with the unique
+	// rule (enqueuelock.go).
+	lockBack := in.vs != nil && (in.vs.exists && in.vs.ours || r.opts.ToExpanded)
+	if lockBack {
+		sql := enqueueLockCreateSQL(l, in.vs.name)
+		if in.vs.asCreator(in) {
+			sql = in.access.setRole() + sql + in.access.resetRole()
+		}
+		back.sql += sql
+		back.name += ", the enqueue lock"
+	}
 	steps = append(steps, back)
 	if r.opts.ToExpanded {
 		// The reverse of complete: the unique rule and the old column name
@@ -298,6 +310,9 @@ func (r *runner) downSteps(in *inspection, saved []SavedUnique) ([]step, error) 
 	}
 	steps = append(steps, rt...)
 	if vs := versionSchemaDropStep(in, ""); vs.skip == "" {
+		if in.vs.enqueueLock || lockBack && back.skip == "" {
+			steps = append(steps, enqueueLockDropStep(in))
+		}
 		steps = append(steps, vs)
 	}
 	if sql, err = render("version_table.down.sql.tmpl", d); err != nil {

@@ -66,7 +66,8 @@ func extraJobs(groups []DuplicateGroup) int64 {
 }
 
 // drain sets limit 1 on every group the saved unique rules would not
-// allow and waits for their extra jobs to finish. On any error it has
+// allow and waits for their extra jobs to finish; each scan while it waits
+// limits the groups that went over the rule since. On any error it has
 // restored what it set. It returns the groups it set (nil: nothing to
 // drain).
 func (r *runner) drain(ctx context.Context, in *inspection) ([]drainedGroup, error) {
@@ -117,6 +118,28 @@ func (r *runner) drain(ctx context.Context, in *inspection) ([]drainedGroup, err
 		if groups, err = scanDuplicates(ctx, r.conn, r.l, in.version.saved); err != nil {
 			restore()
 			return nil, err
+		}
+		// Groups that went over the old rule since (new keys, or a
+		// group at one job that took a second before its override): they
+		// are limited too, recorded with the rest.
+		added := map[string]bool{}
+		for _, g := range groups {
+			if name := layout.GroupName(g.Class, g.Key); !names[name] {
+				added[name] = true
+			}
+		}
+		if len(added) > 0 {
+			in.version.drained = set
+			more, err := r.setDrainOverrides(ctx, in, added)
+			if err != nil {
+				restore()
+				return nil, err
+			}
+			set = more
+			for name := range added {
+				names[name] = true
+			}
+			r.printf("drain: %d more group(s) went over the old unique rule since the drain began; set them to limit 1 too (%d in all)\n", len(added), len(names))
 		}
 		extra := extraJobs(groups)
 		if len(groups) == 0 {

@@ -47,6 +47,8 @@ type versionSchemaInfo struct {
 	userCreates, ownerCreates bool
 	// others lists objects in the schema that are not views of the layout.
 	others []string
+	// enqueueLock says the enqueue lock trigger exists (enqueuelock.go).
+	enqueueLock bool
 }
 
 // asCreator says the schema and its views are made as the queue's owner
@@ -117,6 +119,11 @@ WHERE n.nspname = $1 AND c.relkind NOT IN ('i', 'S', 'c', 't') ORDER BY 1`, name
 	}
 	if vs.grants, err = missingViewGrants(ctx, q, in, vs); err != nil {
 		return nil, err
+	}
+	if t := in.table(enqueueLockTable(l)); t != nil && t.exists {
+		if vs.enqueueLock, err = readEnqueueLock(ctx, q, l); err != nil {
+			return nil, err
+		}
 	}
 	return vs, nil
 }
@@ -398,6 +405,9 @@ func versionSchemaDropStep(in *inspection, why string) step {
 		fmt.Fprintf(&b, "DROP VIEW IF EXISTS %s;\n", strings.Join(views, ", "))
 	}
 	if vs.exists && vs.ours {
+		// The enqueue lock's function (its trigger is gone: dropped by
+		// the cutover, or by the step before this one).
+		fmt.Fprintf(&b, "DROP FUNCTION IF EXISTS %s();\n", enqueueLockFunction(vs.name))
 		fmt.Fprintf(&b, `DO $migrate_unique$
 BEGIN
     PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
@@ -428,7 +438,7 @@ func expandSteps(in *inspection, all []step) []step {
 		case phaseComplete:
 			continue
 		case phaseAnalyze:
-			out = append(out, versionSchemaStep(in), s)
+			out = append(out, versionSchemaStep(in), enqueueLockStep(in), s)
 		case phaseFinish:
 			out = append(out, recordExpandedStep(in))
 		default:
@@ -456,6 +466,9 @@ func (in *inspection) versionSchemaDrift() []string {
 	}
 	for _, g := range vs.grants {
 		out = append(out, "the version schema lacks "+strings.TrimSuffix(g, ";"))
+	}
+	if !vs.enqueueLock {
+		out = append(out, fmt.Sprintf("the enqueue lock trigger %s on %s is missing", layout.Ident(enqueueLockName), in.l.Table(enqueueLockTable(in.l))))
 	}
 	return out
 }

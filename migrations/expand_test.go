@@ -5,11 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/migrate-unique/migrate-unique/compat"
 
 	"github.com/migrate-unique/migrate-unique/internal/testdb"
 	"github.com/migrate-unique/migrate-unique/layout"
@@ -125,7 +130,9 @@ func TestExpandCompleteContractOnEveryLegacyLayout(t *testing.T) {
 			if rep.Before != migrations.Legacy || rep.After != migrations.Expanded || len(rep.Saved) != 0 {
 				t.Fatalf("up --expand: %s -> %s, saved %v; want legacy -> expanded, nothing saved\n%s", rep.Before, rep.After, rep.Saved, out.String())
 			}
-			if rep.LongestLock > 0 && !strings.Contains(rep.LongestLockStep, "skip-metadata") {
+			// Only two moments: the skip-metadata column and the enqueue
+			// lock's trigger.
+			if rep.LongestLock > 0 && !strings.Contains(rep.LongestLockStep, "skip-metadata") && !strings.HasPrefix(rep.LongestLockStep, "enqueue lock") {
 				t.Errorf("up --expand held an exclusive lock in step %q", rep.LongestLockStep)
 			}
 			st, err := migrations.Status(ctx, url, s.Layout)
@@ -516,6 +523,94 @@ func TestDownDrainRollsBackUnderTraffic(t *testing.T) {
 	if got := overrides(t, conn); len(got) != 1 || got["drain.test::k2"] != "3 ops: three at a time" {
 		t.Fatalf("overrides after down --drain: %v, want only the operator's", got)
 	}
+}
+
+// TestDownDrainLimitsGroupsThatGoOverWhileItWaits: while down --drain
+// waits, a writer of the new version (compat, limit 3) fills new groups
+// beyond the old unique rule; each scan of the drain limits them too,
+// saying so, workers finish the extra jobs of every limited group, and the
+// rollback ends legacy with the operator's override back and none of the
+// drain's left.
+func TestDownDrainLimitsGroupsThatGoOverWhileItWaits(t *testing.T) {
+	ctx := context.Background()
+	url, s, conn := drainSetup(t)
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	client, err := compat.NewClient(compat.Pgx(pool), s.Layout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 10)
+	stopWorker := make(chan struct{})
+	var wg sync.WaitGroup
+	var newGroups, limitedNew atomic.Int64
+	// The writer: three jobs of each new group, until the drain has limited
+	// two of the groups it made after the drain began.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		w := sessionOn(t, url, "writer", s.Resolved.Schema)
+		for i := 0; ; i++ {
+			for range 3 {
+				if _, err := client.Enqueue(ctx, compat.Job{Class: "drain.test", Value: compat.Limit(fmt.Sprintf("n%d", i), 3)}); err != nil {
+					errs <- fmt.Errorf("compat writer: %w", err)
+					return
+				}
+			}
+			newGroups.Add(1)
+			var n int64
+			if err := w.QueryRow(ctx, `SELECT count(*) FROM concurrency_limits WHERE group_name LIKE 'drain.test::n%' AND concurrency_limit = 1 AND reason LIKE 'migrate-unique down --drain%'`).Scan(&n); err != nil {
+				errs <- err
+				return
+			}
+			if limitedNew.Store(n); n >= 2 {
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	// The workers: once a group is limited to 1, finish its oldest job
+	// while it holds more than one, until down's first step.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		w := sessionOn(t, url, "worker", s.Resolved.Schema)
+		for {
+			select {
+			case <-stopWorker:
+				return
+			case <-time.After(30 * time.Millisecond):
+			}
+			if _, err := w.Exec(ctx, `DELETE FROM "JobRequests" WHERE id IN (SELECT min(r.id) FROM "JobRequests" r JOIN concurrency_limits o ON o.group_name = r.kind || '::' || r.concurrency_key AND o.concurrency_limit = 1
+WHERE r.kind = 'drain.test' GROUP BY r.concurrency_key HAVING count(*) > 1)`); err != nil {
+				errs <- fmt.Errorf("worker: %w", err)
+				return
+			}
+		}
+	}()
+	var out strings.Builder
+	var once sync.Once
+	rep, err := migrations.Down(ctx, url, s.Layout, migrations.Options{Drain: true, DrainTimeout: time.Minute, DrainPoll: 50 * time.Millisecond, Out: &out,
+		BeforeStep: func(context.Context, migrations.StepResult) { once.Do(func() { close(stopWorker) }) }})
+	once.Do(func() { close(stopWorker) })
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if err != nil || rep.After != migrations.Legacy {
+		t.Fatalf("down --drain while new groups go over the old rule: %v\n%s", err, out.String())
+	}
+	if limitedNew.Load() < 2 || !strings.Contains(out.String(), "more group(s) went over the old unique rule since the drain began; set them to limit 1 too") {
+		t.Fatalf("the drain limited %d of the %d groups made while it waited; want 2 or more, and its progress saying so:\n%s", limitedNew.Load(), newGroups.Load(), out.String())
+	}
+	if got := overrides(t, conn); len(got) != 1 || got["drain.test::k2"] != "3 ops: three at a time" {
+		t.Fatalf("overrides after down --drain: %v, want only the operator's", got)
+	}
+	t.Logf("%d new groups made while the drain waited, %d limited by it", newGroups.Load(), limitedNew.Load())
 }
 
 // TestDownDrainGivesUpAndRestores: nobody finishes the jobs: down --drain

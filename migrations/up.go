@@ -204,6 +204,10 @@ func upSteps(in *inspection, opts Options) ([]step, error) {
 		// dropped here, under the lock the cutover holds anyway.
 		cut.sql += "DROP INDEX IF EXISTS " + l.Table(probeIndexName(st)) + ";\n"
 	}
+	if in.vs != nil && in.vs.enqueueLock {
+		// The expanded layout's enqueue lock reads the column renamed here.
+		cut.sql += enqueueLockDropTriggerSQL(l)
+	}
 	if !in.needsCutover() {
 		cut.skip = "already done"
 	}

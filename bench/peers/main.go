@@ -1,7 +1,8 @@
 // Command peers measures the compat runtime's enqueue side by side with a
-// plain INSERT into plain-jobs' requests table and with River's Insert and
-// InsertMany, in one database, in interleaved rounds, and prints same-round
-// ratios, CPU per job (client and server) and latency percentiles.
+// plain INSERT into plain-jobs' requests table, with River's Insert and
+// InsertMany, and with the floor (the least an exact admission does), in one
+// database, in interleaved rounds, and prints same-round ratios, CPU per job
+// (client and server) and latency percentiles.
 //
 // It is a module of its own (bench/peers/go.mod) so that River never becomes
 // a dependency of migrate-unique; a replace directive points it at the

@@ -31,6 +31,9 @@ type Target struct {
 	// Concurrent lists the queue tables (quoted, schema-qualified) on which
 	// the run would build or drop an index CONCURRENTLY.
 	Concurrent []string
+	// OwnFunctions lists the functions the tool made and carries itself
+	// (schema, name: "schema.name", unquoted), which the checks pass over.
+	OwnFunctions []string
 }
 
 func (t Target) direction() string {
