@@ -209,6 +209,9 @@ VALUES (pg_catalog.now(), pg_catalog.gen_random_uuid(), 'app.Retry', '{}', 0, 't
 	if _, err := slots.StatusAll(ctx); err != nil {
 		t.Fatalf("status of every group: %v", err)
 	}
+	if sums, err := slots.Summaries(ctx); err != nil || len(sums) == 0 || sums[len(sums)-1].Group != "app.Mail::acct-7" || sums[len(sums)-1].Active != 1 {
+		t.Fatalf("summaries of every group: %+v, %v", sums, err)
+	}
 	if err := slots.Release(ctx, lease); err != nil {
 		t.Fatalf("release: %v", err)
 	}

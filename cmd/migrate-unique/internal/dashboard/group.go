@@ -227,6 +227,6 @@ func (s *Server) groupPage(ctx context.Context, r *http.Request) (string, map[st
 	if !known {
 		return "", nil, &httpError{status: http.StatusNotFound, msg: fmt.Sprintf("group %q has no slot, no override, no rescheduled job and no queued or running job; check the name (a group is a class, or class::key)", name)}
 	}
-	return "group.html", map[string]any{"Title": "Group " + name, "G": g, "Row": rowOf(g), "Override": ov, "HasOverride": hasOverride,
+	return "group.html", map[string]any{"Title": "Group " + name, "G": g, "Row": rowOf(groupstatus.SummaryOf(g)), "Override": ov, "HasOverride": hasOverride,
 		"Queued": queued, "Running": running, "Now": time.Now()}, nil
 }

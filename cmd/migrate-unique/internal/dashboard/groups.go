@@ -1,10 +1,12 @@
 package dashboard
 
 import (
+	"cmp"
 	"context"
 	"math"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -67,21 +69,16 @@ type GroupsView struct {
 	At time.Time `json:"at"`
 }
 
-// rowOf turns a status group into a page row.
-func rowOf(g groupstatus.Group) Row {
+// rowOf turns a group's summary into a page row.
+func rowOf(g groupstatus.Summary) Row {
 	r := Row{Group: g.Group, Class: g.Class, Key: g.Key, Limit: "-", LimitSource: g.LimitSource,
-		Queued: g.Queued, Running: g.Running, SlotsHeld: g.SlotsHeld, OverLimit: g.SlotsOverLimit,
-		Rescheduled: len(g.RescheduledJobs)}
+		Queued: g.Queued, Running: g.Running, SlotsHeld: g.SlotsHeld, Expired: g.SlotsExpired, OverLimit: g.SlotsOverLimit,
+		Rescheduled: g.RescheduledJobs}
 	switch g.LimitSource {
 	case "override":
 		r.Reason = g.OverrideReason
 	case "class_pause":
 		r.Reason = g.PauseReason
-	}
-	for _, sl := range g.Slots {
-		if sl.Expired {
-			r.Expired++
-		}
 	}
 	if g.Queued != nil && g.Running != nil {
 		n := *g.Queued + *g.Running
@@ -112,40 +109,43 @@ func groupURL(group string) string { return "/group?" + url.Values{"name": {grou
 
 // sortByPressure orders rows as the groups page shows them: most active
 // jobs per slot first (jobs behind a limit of 0 before all), then most
-// holders over the limit, most active jobs, and by name.
-func sortByPressure(rows []Row) {
-	active := func(r Row) int64 {
+// holders over the limit, most active jobs, and by name (a group's name
+// is unique: the order is total). It sorts pointers: a row is large, and
+// every group is sorted to show one page.
+func sortByPressure(rows []*Row) {
+	active := func(r *Row) int64 {
 		if r.Active != nil {
 			return *r.Active
 		}
 		return int64(r.SlotsHeld)
 	}
-	sort.SliceStable(rows, func(i, j int) bool {
-		a, b := rows[i], rows[j]
+	slices.SortFunc(rows, func(a, b *Row) int {
 		switch {
 		case a.pressure != b.pressure:
-			return a.pressure > b.pressure
+			return -cmp.Compare(a.pressure, b.pressure)
 		case a.OverLimit != b.OverLimit:
-			return a.OverLimit > b.OverLimit
+			return -cmp.Compare(a.OverLimit, b.OverLimit)
 		case active(a) != active(b):
-			return active(a) > active(b)
+			return -cmp.Compare(active(a), active(b))
 		}
-		return a.Group < b.Group
+		return strings.Compare(a.Group, b.Group)
 	})
 }
 
-// readGroups reads every group's status (the same read as `concurrency
-// status --json`), filters, sorts and pages it.
+// readGroups reads every group's summary (the groups, limits and counts
+// `concurrency status --json` shows, counted by PostgreSQL in a fixed
+// number of statements: groupstatus.ReadSummaries), filters, sorts and
+// pages it. Only the page's rows are rendered.
 func (s *Server) readGroups(ctx context.Context, r *http.Request) (GroupsView, error) {
 	q := r.URL.Query()
 	v := GroupsView{Class: q.Get("class"), Prefix: q.Get("prefix"), PageSize: s.o.PageSize, Page: 1}
 	if p, err := strconv.Atoi(q.Get("page")); err == nil && p > 1 {
 		v.Page = p
 	}
-	var rep groupstatus.Report
+	var rep groupstatus.SummaryReport
 	err := s.db(ctx, func(conn *pgx.Conn, slots *compat.Slots) error {
 		var err error
-		rep, err = groupstatus.Read(ctx, conn, slots, s.o.Layout, "")
+		rep, err = groupstatus.ReadSummaries(ctx, conn, slots, s.o.Layout)
 		return err
 	})
 	if err != nil {
@@ -154,13 +154,17 @@ func (s *Server) readGroups(ctx context.Context, r *http.Request) (GroupsView, e
 	v.At = time.Now().UTC()
 	v.PausedClasses, v.QueueNote = rep.PausedClasses, rep.QueueNote
 	classes := map[string]bool{}
-	rows := make([]Row, 0, len(rep.Groups))
+	all := make([]Row, 0, len(rep.Groups))
 	for _, g := range rep.Groups {
 		classes[g.Class] = true
 		if v.Class != "" && g.Class != v.Class || v.Prefix != "" && !strings.HasPrefix(g.Key, v.Prefix) {
 			continue
 		}
-		rows = append(rows, rowOf(g))
+		all = append(all, rowOf(g))
+	}
+	rows := make([]*Row, len(all))
+	for i := range all {
+		rows[i] = &all[i]
 	}
 	for c := range classes {
 		v.Classes = append(v.Classes, c)
@@ -171,9 +175,10 @@ func (s *Server) readGroups(ctx context.Context, r *http.Request) (GroupsView, e
 	v.Pages = max(1, (v.Total+v.PageSize-1)/v.PageSize)
 	v.Page = min(v.Page, v.Pages)
 	from := (v.Page - 1) * v.PageSize
-	v.Rows = rows[from:min(from+v.PageSize, len(rows))]
-	for i := range v.Rows {
-		v.Rows[i].URL = groupURL(v.Rows[i].Group)
+	v.Rows = make([]Row, 0, v.PageSize)
+	for _, r := range rows[from:min(from+v.PageSize, len(rows))] {
+		r.URL = groupURL(r.Group)
+		v.Rows = append(v.Rows, *r)
 	}
 	return v, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/jackc/pgx/v5"
 
@@ -21,17 +22,17 @@ type Counter struct {
 	queued, running *tableCount
 }
 
-// tableCount is two statements that count the same jobs of one table,
-// each with $1 the classes and $2 the keys ("" for the whole class) of the
-// groups and one count per group in their order.
+// tableCount is two statements that count the same jobs of one table.
 type tableCount struct {
 	// probe counts each group with an index probe on its class (and
-	// key): its cost follows the listed groups' jobs, with a per-group
-	// overhead.
+	// key), with $1 the classes and $2 the keys ("" for the whole class)
+	// of the groups, one count per group in their order: its cost follows
+	// the listed groups' jobs, with a per-group overhead.
 	probe string
-	// aggregate counts the listed classes' jobs in one pass, grouped by
-	// class and key, and hash-joins the groups to it: its cost follows
-	// the listed classes' jobs, without a per-group overhead.
+	// aggregate counts the jobs of the classes $1 (each once) in one pass,
+	// one row (class, key, count as text) per class and key: its cost follows the
+	// listed classes' jobs, without a per-group overhead. CountEach sums
+	// a class's rows for its keyless group.
 	aggregate string
 }
 
@@ -71,14 +72,8 @@ FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 
 			probe: `SELECT CASE WHEN g.key OPERATOR(pg_catalog.=) '' THEN ` + count("") +
 				` ELSE ` + count(` AND `+layout.Ident(key)+` OPERATOR(pg_catalog.=) g.key`) + ` END
 FROM ` + groupsFrom + ` ORDER BY g.n`,
-			aggregate: `WITH c AS MATERIALIZED (
-    SELECT ` + class + `::pg_catalog.text AS class, ` + layout.Ident(key) + `::pg_catalog.text AS key, pg_catalog.count(*) AS n
-    FROM ` + l.Table(table) + ` WHERE ` + class + ` OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.text[])` + extra + ` GROUP BY 1, 2
-), per_class AS (SELECT class, pg_catalog.sum(n)::pg_catalog.int8 AS n FROM c GROUP BY class)
-SELECT COALESCE(k.n, pc.n, 0) FROM ` + groupsFrom + `
-LEFT JOIN c k ON g.key OPERATOR(pg_catalog.<>) '' AND k.class OPERATOR(pg_catalog.=) g.class AND k.key OPERATOR(pg_catalog.=) g.key
-LEFT JOIN per_class pc ON g.key OPERATOR(pg_catalog.=) '' AND pc.class OPERATOR(pg_catalog.=) g.class
-ORDER BY g.n`,
+			aggregate: `SELECT ` + class + `::pg_catalog.text, ` + layout.Ident(key) + `::pg_catalog.text, pg_catalog.count(*)::pg_catalog.text
+FROM ` + l.Table(table) + ` WHERE ` + class + ` OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.text[])` + extra + ` GROUP BY 1, 2`,
 		}
 	}
 	qc := &Counter{l: l}
@@ -118,13 +113,33 @@ type Counts struct {
 // counted with index probes, more in one aggregate pass over their
 // classes' jobs.
 func (qc *Counter) CountAll(ctx context.Context, conn *pgx.Conn, groups []Group) ([]Counts, error) {
-	out := make([]Counts, len(groups))
-	if len(groups) == 0 {
-		return out, nil
-	}
 	classes, keys := make([]string, len(groups)), make([]string, len(groups))
 	for i, g := range groups {
 		classes[i], keys[i] = g.Class, g.Key
+	}
+	return qc.CountEach(ctx, conn, classes, keys)
+}
+
+// CountEach is CountAll for the groups of classes[i] and keys[i] ("" for
+// the whole class).
+func (qc *Counter) CountEach(ctx context.Context, conn *pgx.Conn, classes, keys []string) ([]Counts, error) {
+	if len(classes) != len(keys) {
+		return nil, fmt.Errorf("count: %d classes and %d keys", len(classes), len(keys))
+	}
+	out := make([]Counts, len(classes))
+	if len(classes) == 0 {
+		return out, nil
+	}
+	aggregate := len(classes) > probeGroups
+	var distinct []string
+	if aggregate {
+		seen := map[string]bool{}
+		for _, c := range classes {
+			if !seen[c] {
+				seen[c] = true
+				distinct = append(distinct, c)
+			}
+		}
 	}
 	for _, c := range []struct {
 		tc    *tableCount
@@ -133,30 +148,101 @@ func (qc *Counter) CountAll(ctx context.Context, conn *pgx.Conn, groups []Group)
 		if c.tc == nil {
 			continue
 		}
-		sql := c.tc.probe
-		if len(groups) > probeGroups {
-			sql = c.tc.aggregate
+		var err error
+		if aggregate {
+			err = countAggregate(ctx, conn, c.tc.aggregate, distinct, classes, keys, out, c.field)
+		} else {
+			err = countProbes(ctx, conn, c.tc.probe, classes, keys, out, c.field)
 		}
-		rows, err := conn.Query(ctx, sql, classes, keys)
 		if err != nil {
-			return nil, err
-		}
-		i := 0
-		for rows.Next() {
-			if i >= len(out) {
-				rows.Close()
-				return nil, fmt.Errorf("the count returned more rows than the %d groups", len(out))
-			}
-			if err := rows.Scan(c.field(&out[i])); err != nil {
-				rows.Close()
-				return nil, err
-			}
-			i++
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
 			return nil, err
 		}
 	}
 	return out, nil
+}
+
+// countProbes runs the probe statement: one count per group, in order.
+func countProbes(ctx context.Context, conn *pgx.Conn, sql string, classes, keys []string, out []Counts, field func(*Counts) *int64) error {
+	rows, err := conn.Query(ctx, sql, classes, keys)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	i := 0
+	for rows.Next() {
+		if i >= len(out) {
+			return fmt.Errorf("the count returned more rows than the %d groups", len(out))
+		}
+		if err := rows.Scan(field(&out[i])); err != nil {
+			return err
+		}
+		i++
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if i != len(out) {
+		return fmt.Errorf("the count returned %d rows for %d groups", i, len(out))
+	}
+	return nil
+}
+
+// countAggregate runs the aggregate statement over the distinct classes
+// and gives each group its count: a keyed group its class and key's row
+// (compared as bytes: a deterministic collation's equality), a keyless one
+// the sum of its class's rows (a NULL key's too). The rows are read raw
+// (text is its bytes in either format; the count is sent as text), so
+// that 10,000 rows cost no allocation each.
+func countAggregate(ctx context.Context, conn *pgx.Conn, sql string, distinct, classes, keys []string, out []Counts, field func(*Counts) *int64) error {
+	type classGroups struct {
+		whole int            // the first keyless group of the class, or -1
+		keys  map[string]int // the first group of each key
+	}
+	byClass := make(map[string]*classGroups, len(distinct))
+	next := make([]int, len(out)) // the next group of the same class and key, or -1
+	for i := len(out) - 1; i >= 0; i-- {
+		cg := byClass[classes[i]]
+		if cg == nil {
+			cg = &classGroups{whole: -1, keys: map[string]int{}}
+			byClass[classes[i]] = cg
+		}
+		if keys[i] == "" {
+			next[i], cg.whole = cg.whole, i
+		} else if j, ok := cg.keys[keys[i]]; ok {
+			next[i], cg.keys[keys[i]] = j, i
+		} else {
+			next[i], cg.keys[keys[i]] = -1, i
+		}
+	}
+	add := func(first int, n int64) {
+		for i := first; i >= 0; i = next[i] {
+			*field(&out[i]) += n
+		}
+	}
+	rows, err := conn.Query(ctx, sql, distinct)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		raw := rows.RawValues()
+		if len(raw) != 3 {
+			return fmt.Errorf("the count returned %d columns, want 3", len(raw))
+		}
+		n, err := strconv.ParseInt(string(raw[2]), 10, 64)
+		if err != nil {
+			return fmt.Errorf("the count returned %q: %w", raw[2], err)
+		}
+		cg := byClass[string(raw[0])]
+		if cg == nil {
+			continue
+		}
+		add(cg.whole, n)
+		if len(raw[1]) > 0 { // neither NULL nor ''
+			if first, ok := cg.keys[string(raw[1])]; ok {
+				add(first, n)
+			}
+		}
+	}
+	return rows.Err()
 }

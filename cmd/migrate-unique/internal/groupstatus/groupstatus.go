@@ -104,18 +104,7 @@ func FromRuntime(groups []compat.GroupStatus, pauses []compat.Pause) Report {
 		gj := Group{Group: g.Group, Override: g.Override, OverrideReason: g.OverrideReason, Paused: g.Paused, PauseReason: g.PauseReason,
 			SlotsHeld: g.Active, SlotsOverLimit: g.OverLimit, Slots: g.Slots, RescheduledJobs: g.Waiting, LockHolders: g.LockHolders}
 		gj.Class, gj.Key = layout.SplitGroupName(g.Group)
-		if g.HasLimit {
-			n := g.Limit
-			gj.Limit = &n
-			switch {
-			case g.Paused:
-				gj.LimitSource = "class_pause"
-			case g.Override:
-				gj.LimitSource = "override"
-			default:
-				gj.LimitSource = "code"
-			}
-		}
+		gj.Limit, gj.LimitSource = limitOf(g.HasLimit, g.Limit, g.Paused, g.Override)
 		if gj.RescheduledJobs == nil {
 			gj.RescheduledJobs = []compat.WaitingJob{}
 		}

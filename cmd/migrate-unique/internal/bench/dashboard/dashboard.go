@@ -93,7 +93,7 @@ func Run(ctx context.Context, url string, o Options) (*Result, error) {
 	}
 	defer conn.Close(context.Background())
 	start := time.Now()
-	if err := fill(ctx, conn, l, o); err != nil {
+	if err := Fill(ctx, conn, l, o.Groups, o.Jobs); err != nil {
 		return nil, fmt.Errorf("fill the scratch queue: %w", pgurl.RedactError(url, err))
 	}
 	fmt.Fprintf(o.Out, "filled in %s\n", time.Since(start).Round(time.Millisecond))
@@ -170,11 +170,12 @@ func Run(ctx context.Context, url string, o Options) (*Result, error) {
 	return res, nil
 }
 
-// fill writes o.Groups groups (1 to 3 slot rows each, a seventh with an
-// expired lease, a tenth with an override of 1, a fifth with 3
-// rescheduled jobs), o.Jobs queued jobs spread over them in 4 classes,
-// and a twentieth as many running.
-func fill(ctx context.Context, conn *pgx.Conn, l layout.Resolved, o Options) error {
+// Fill writes groups groups into the queue of l (1 to 3 slot rows each, a
+// seventh with an expired lease, a tenth with an override of 1, a fifth
+// with 3 rescheduled jobs), jobs queued jobs spread over them in 4
+// classes, and a twentieth as many running, then ANALYZEs the tables.
+// Group k is bench.Class<k%4>::k-<k>.
+func Fill(ctx context.Context, conn *pgx.Conn, l layout.Resolved, groups, jobs int) error {
 	group := `'bench.Class' || (k % 4) || '::k-' || k`
 	stmts := []string{
 		`INSERT INTO ` + l.Table(l.RequestsTable) + ` (created_at, uuid, job_class, priority, source, queue, retries, retry_attempt, concurrency_key)
@@ -192,7 +193,7 @@ SELECT ` + group + `, 1, 'bench override' FROM generate_series(0, $1 - 1) k WHER
 SELECT 'waiting-' || k || '-' || n, ` + group + `, n + 1, now() - interval '1 hour', now() FROM generate_series(0, $1 - 1) k, generate_series(0, 2) n WHERE k % 5 = 0 AND $2 >= 0`,
 	}
 	for _, s := range stmts {
-		if _, err := conn.Exec(ctx, s, o.Groups, o.Jobs); err != nil {
+		if _, err := conn.Exec(ctx, s, groups, jobs); err != nil {
 			return err
 		}
 	}
@@ -228,7 +229,7 @@ func measure(runs, pid int, f func() (int, error)) (Figure, error) {
 		return fig, err
 	}
 	walls := make([]float64, 0, runs)
-	goStart, pgStart := processCPU(), backendCPU(pid)
+	goStart, pgStart := ProcessCPU(), BackendCPU(pid)
 	for range runs {
 		t := time.Now()
 		n, err := f()
@@ -238,7 +239,7 @@ func measure(runs, pid int, f func() (int, error)) (Figure, error) {
 		walls = append(walls, float64(time.Since(t).Microseconds())/1000)
 		fig.Bytes = n
 	}
-	goEnd, pgEnd := processCPU(), backendCPU(pid)
+	goEnd, pgEnd := ProcessCPU(), BackendCPU(pid)
 	sort.Float64s(walls)
 	fig.MedianMillis, fig.MinMillis = walls[len(walls)/2], walls[0]
 	fig.GoCPUMillis = float64((goEnd - goStart).Microseconds()) / 1000 / float64(runs)
@@ -249,8 +250,8 @@ func measure(runs, pid int, f func() (int, error)) (Figure, error) {
 	return fig, nil
 }
 
-// processCPU is this process's user and system CPU time.
-func processCPU() time.Duration {
+// ProcessCPU is this process's user and system CPU time.
+func ProcessCPU() time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0
@@ -258,9 +259,9 @@ func processCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// backendCPU is a local PostgreSQL backend's user and system CPU time from
+// BackendCPU is a local PostgreSQL backend's user and system CPU time from
 // /proc (clock ticks of 10 ms), or -1 when it cannot be read.
-func backendCPU(pid int) time.Duration {
+func BackendCPU(pid int) time.Duration {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		return -1
