@@ -217,7 +217,9 @@ queued jobs over them (a twentieth as many running). It prints the median
 and least time of GET / (the groups page) and GET /api/groups (its refresh),
 with the CPU time of this process and of the PostgreSQL backend per request,
 beside the baseline of the same run: the read 'concurrency status --json'
-makes of the same data.`
+makes of the same data; then the page's ratios to the baseline (median wall
+time, CPU time), its server CPU time against the goal of 300 ms, and the
+load average.`
 
 func runBenchDashboard(ctx context.Context, e *env, args []string) error {
 	fs := newFlagSet(e, "bench dashboard", benchDashboardUsage)

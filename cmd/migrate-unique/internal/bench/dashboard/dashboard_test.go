@@ -20,11 +20,11 @@ func TestRunMeasuresAndLeavesNothingBehind(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, f := range map[string]Figure{"page": r.Page, "api": r.API, "baseline": r.Baseline} {
-		if !(f.MedianMillis > 0) || f.Bytes == 0 || f.PostgresCPUMillis == nil {
+		if !(f.MedianMillis > 0) || f.Bytes == 0 || f.PostgresCPUMillis == nil || f.ServerCPUMillis == nil || *f.ServerCPUMillis != f.GoCPUMillis+*f.PostgresCPUMillis {
 			t.Errorf("%s not measured: %+v", name, f)
 		}
 	}
-	if !(r.PageRatio > 0) || r.Page.Bytes >= r.Baseline.Bytes {
+	if !(r.PageRatio > 0) || r.PageCPURatio == nil || r.Page.Bytes >= r.Baseline.Bytes || r.Load == "" {
 		t.Errorf("ratio %v, page %d bytes, baseline %d", r.PageRatio, r.Page.Bytes, r.Baseline.Bytes)
 	}
 	conn := testdb.Connect(t, url)
