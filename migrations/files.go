@@ -56,7 +56,26 @@ func Files(l layout.Layout) (map[string]string, error) {
 	if isPlainJobs(rl) {
 		rules = []rebuildRule{{comment: "plain-jobs' unique rule", definition: qualify.Must(plainJobsRebuild)}}
 	}
-	return files(rl, rules, nil, nil)
+	return files(rl, rules, nil, nil, false)
+}
+
+// ExpandFiles is Files for a rolling deploy (docs/migration.md, "`sql` and
+// rolling deploys"): the expand phase's files first (the version table, the
+// counting indexes, the runtime's tables and the skip-metadata column, the
+// version schema and the enqueue lock, ANALYZE, then a file that records
+// the expanded state, named expanded), then the complete phase's (the
+// cutover, the unique rule, the finish). golang-migrate's goto to the
+// expanded file's version stops at the expanded state, both ways.
+func ExpandFiles(l layout.Layout) (map[string]string, error) {
+	rl, err := l.Resolve()
+	if err != nil {
+		return nil, err
+	}
+	var rules []rebuildRule
+	if isPlainJobs(rl) {
+		rules = []rebuildRule{{comment: "plain-jobs' unique rule", definition: qualify.Must(plainJobsRebuild)}}
+	}
+	return files(rl, rules, nil, nil, true)
 }
 
 // rebuildRule is a unique rule a down file rebuilds CONCURRENTLY.
@@ -73,7 +92,10 @@ type rebuildRule struct {
 // Files assumes a bytewise key column). in is the database FilesFor read,
 // nil for Files: with it, the files create as the queue's owner and grant
 // what up grants.
-func files(l layout.Resolved, rules []rebuildRule, prefix []countingIndex, in *inspection) (map[string]string, error) {
+//
+// rolling writes the expand phase's files before the complete phase's
+// (ExpandFiles).
+func files(l layout.Resolved, rules []rebuildRule, prefix []countingIndex, in *inspection, rolling bool) (map[string]string, error) {
 	var acc *access
 	if in != nil {
 		acc = in.access
@@ -127,7 +149,28 @@ func files(l layout.Resolved, rules []rebuildRule, prefix []countingIndex, in *i
 		}
 		add("create_"+ci.name, create, r("drop_index.sql.tmpl", dd))
 	}
-	add("cutover", r("cutover.up.sql.tmpl", d), r("cutover.down.sql.tmpl", d))
+	runtimeFiles := func() {
+		add("runtime_tables", acc.setRole()+r("runtime.up.sql.tmpl", d)+acc.resetRole()+acc.grantSQL(false), r("runtime.down.sql.tmpl", d))
+		if d.SkipTable != "" {
+			add("skip_column", r("skip_column.up.sql.tmpl", d)+acc.grantSQL(true), "-- The skip-metadata column is dropped with the runtime tables, unless it holds skip records.\n")
+		}
+	}
+	cutUp, cutDown := r("cutover.up.sql.tmpl", d), r("cutover.down.sql.tmpl", d)
+	if rolling {
+		vs := DefaultVersionSchema(l.Schema)
+		runtimeFiles()
+		add("version_schema", versionSchemaFileSQL(l, vs), versionSchemaDropFileSQL(l, vs))
+		add("enqueue_lock", fileLockTimeout(enqueueLockCreateSQL(l, vs)), fileLockTimeout(enqueueLockDropTriggerSQL(l)+fmt.Sprintf("DROP FUNCTION IF EXISTS %s();\n", enqueueLockFunction(vs))))
+		add("analyze", r("analyze.up.sql.tmpl", d), nothingToDo)
+		add("expanded", fmt.Sprintf("-- The expanded state: deploy the new version, then apply the next files once no old version runs.\nUPDATE %s SET state = 'expanded', updated_at = pg_catalog.now() WHERE layout = %s;\n", l.Table(layout.VersionTable), layout.Literal(layoutID(l))),
+			fmt.Sprintf("UPDATE %s SET state = 'rolling back', updated_at = pg_catalog.now() WHERE layout = %s;\n", l.Table(layout.VersionTable), layout.Literal(layoutID(l))))
+		// The cutover drops the enqueue lock's trigger (it reads the
+		// renamed column); the cutover back makes it again, and records
+		// the expanded state.
+		cutUp += enqueueLockDropTriggerSQL(l)
+		cutDown += enqueueLockCreateSQL(l, vs) + fmt.Sprintf("UPDATE %s SET state = 'expanded', updated_at = pg_catalog.now() WHERE layout = %s;\n", l.Table(layout.VersionTable), layout.Literal(layoutID(l)))
+	}
+	add("cutover", cutUp, cutDown)
 	switch {
 	case rules == nil:
 		add("unique_rule", nothingToDo, r("rebuild_saved.down.sql.tmpl", d))
@@ -143,11 +186,10 @@ func files(l layout.Resolved, rules []rebuildRule, prefix []countingIndex, in *i
 		}
 		add(title, nothingToDo, "-- "+rule.comment+", rebuilt online before the cutover back attaches it.\n"+r("rebuild.down.sql.tmpl", dd))
 	}
-	add("runtime_tables", acc.setRole()+r("runtime.up.sql.tmpl", d)+acc.resetRole()+acc.grantSQL(false), r("runtime.down.sql.tmpl", d))
-	if d.SkipTable != "" {
-		add("skip_column", r("skip_column.up.sql.tmpl", d)+acc.grantSQL(true), "-- The skip-metadata column is dropped with the runtime tables, unless it holds skip records.\n")
+	if !rolling {
+		runtimeFiles()
+		add("analyze", r("analyze.up.sql.tmpl", d), nothingToDo)
 	}
-	add("analyze", r("analyze.up.sql.tmpl", d), nothingToDo)
 	add("duplicate_check", nothingToDo, r("duplicates.down.sql.tmpl", d))
 	add("finish", r("finish.up.sql.tmpl", d), nothingToDo)
 	if err != nil {
@@ -168,6 +210,15 @@ func files(l layout.Resolved, rules []rebuildRule, prefix []countingIndex, in *i
 // queue would break (see docs/migration.md, "What up checks around the
 // queue").
 func FilesFor(ctx context.Context, databaseURL string, l layout.Layout) (map[string]string, error) {
+	return filesFor(ctx, databaseURL, l, false)
+}
+
+// ExpandFilesFor is FilesFor for a rolling deploy, in ExpandFiles' order.
+func ExpandFilesFor(ctx context.Context, databaseURL string, l layout.Layout) (map[string]string, error) {
+	return filesFor(ctx, databaseURL, l, true)
+}
+
+func filesFor(ctx context.Context, databaseURL string, l layout.Layout, rolling bool) (map[string]string, error) {
 	r, err := newRunner(ctx, databaseURL, l, Options{}, "sql")
 	if err != nil {
 		return nil, err
@@ -226,7 +277,7 @@ func FilesFor(ctx context.Context, databaseURL string, l layout.Layout) (map[str
 			prefix = append(prefix, ci)
 		}
 	}
-	return files(r.l, rules, prefix, in)
+	return files(r.l, rules, prefix, in, rolling)
 }
 
 // renameKeyInIndexDef turns a unique index's pg_get_indexdef, read before
@@ -319,4 +370,87 @@ func isPlainJobs(l layout.Resolved) bool {
 	pj := layout.PlainJobs()
 	return l.Schema == pj.Schema && l.ClassColumn == pj.ClassColumn && l.RequestsTable == pj.RequestsTable &&
 		l.ProcessesTable == pj.ProcessesTable && l.ResultsTable == pj.ResultsTable && !l.SingleTable()
+}
+
+// fileLockTimeout opens a file that locks a queue table: the pinned
+// search_path and DefaultLockTimeout, for its own transaction.
+func fileLockTimeout(sql string) string {
+	return fmt.Sprintf("SET LOCAL search_path = pg_catalog, pg_temp;\nSELECT pg_catalog.set_config('lock_timeout', '%dms', true);\n", DefaultLockTimeout.Milliseconds()) + sql
+}
+
+// versionSchemaFileSQL makes the version schema vs of l in a file that
+// knows nothing of the database it will run in: the views' columns (every
+// column of the table, in order, unique_key shown as concurrency_key) and
+// the grants mirrored from the tables (table and column level SELECT,
+// INSERT, UPDATE, DELETE, and USAGE on the schema) are read from the catalog
+// when the file runs. The check up --expand makes before it (row-level
+// security before PostgreSQL 15) is not made.
+func versionSchemaFileSQL(l layout.Resolved, vs string) string {
+	tables := make([]string, 0, 3)
+	for _, t := range l.Tables() {
+		tables = append(tables, layout.Literal(t))
+	}
+	return fmt.Sprintf(`-- The version schema: one view per queue table with the new column names, for the new version's own SQL
+-- (search_path = %[1]s, %[2]s). Columns and grants are read from the catalog when this file runs.
+SET LOCAL search_path = pg_catalog, pg_temp;
+CREATE SCHEMA IF NOT EXISTS %[1]s;
+COMMENT ON SCHEMA %[1]s IS %[3]s;
+DO $migrate_unique$
+DECLARE
+    t pg_catalog.text;
+    rel pg_catalog.regclass;
+    cols pg_catalog.text;
+    g record;
+BEGIN
+    PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
+    FOREACH t IN ARRAY ARRAY[%[4]s]::pg_catalog.text[] LOOP
+        rel := pg_catalog.format('%%I.%%I', %[5]s, t)::pg_catalog.regclass;
+        SELECT pg_catalog.string_agg(CASE WHEN a.attname OPERATOR(pg_catalog.=) %[6]s THEN pg_catalog.quote_ident(a.attname) OPERATOR(pg_catalog.||) ' AS ' OPERATOR(pg_catalog.||) pg_catalog.quote_ident(%[7]s) ELSE pg_catalog.quote_ident(a.attname) END, ', ' ORDER BY a.attnum)
+          INTO cols FROM pg_catalog.pg_attribute a WHERE a.attrelid OPERATOR(pg_catalog.=) rel AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped;
+        EXECUTE pg_catalog.format('CREATE OR REPLACE VIEW %%I.%%I%%s AS SELECT %%s FROM %%s', %[8]s, t,
+            CASE WHEN pg_catalog.current_setting('server_version_num')::pg_catalog.int4 OPERATOR(pg_catalog.>=) 150000 THEN ' WITH (security_invoker = true)' ELSE '' END, cols, rel);
+        FOR g IN SELECT ''::pg_catalog.text AS col, a.privilege_type, a.grantee FROM pg_catalog.pg_class c, pg_catalog.aclexplode(c.relacl) a
+                 WHERE c.oid OPERATOR(pg_catalog.=) rel AND a.grantee OPERATOR(pg_catalog.<>) c.relowner AND a.privilege_type OPERATOR(pg_catalog.=) ANY (ARRAY['SELECT', 'INSERT', 'UPDATE', 'DELETE'])
+                 UNION ALL
+                 SELECT CASE WHEN att.attname OPERATOR(pg_catalog.=) %[6]s THEN %[7]s ELSE att.attname::pg_catalog.text END, a.privilege_type, a.grantee
+                 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_attribute att ON att.attrelid OPERATOR(pg_catalog.=) c.oid, pg_catalog.aclexplode(att.attacl) a
+                 WHERE c.oid OPERATOR(pg_catalog.=) rel AND att.attnum OPERATOR(pg_catalog.>) 0 AND NOT att.attisdropped AND att.attacl IS NOT NULL
+                   AND a.grantee OPERATOR(pg_catalog.<>) c.relowner AND a.privilege_type OPERATOR(pg_catalog.=) ANY (ARRAY['SELECT', 'INSERT', 'UPDATE'])
+        LOOP
+            EXECUTE pg_catalog.format('GRANT %%s%%s ON TABLE %%I.%%I TO %%s', g.privilege_type,
+                CASE WHEN g.col OPERATOR(pg_catalog.=) '' THEN '' ELSE pg_catalog.format(' (%%I)', g.col) END, %[8]s, t,
+                CASE WHEN g.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC' ELSE pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(g.grantee)) END);
+            EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA %%I TO %%s', %[8]s,
+                CASE WHEN g.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC' ELSE pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(g.grantee)) END);
+        END LOOP;
+    END LOOP;
+END
+$migrate_unique$;
+UPDATE %[9]s SET version_schema = %[10]s, updated_at = pg_catalog.now() WHERE layout = %[11]s;
+`, layout.Ident(vs), layout.Ident(l.Schema),
+		layout.Literal(versionSchemaComment+": views of the queue tables of schema "+l.Schema+" with the new column names (sql --expand files); the new application version reads them with search_path = "+vs+", "+l.Schema+"; the down file drops it"),
+		strings.Join(tables, ", "), layout.Literal(l.Schema), layout.Literal(layout.LegacyKeyColumn), layout.Literal(layout.KeyColumn), layout.Literal(vs),
+		l.Table(layout.VersionTable), layout.Literal(vs), layout.Literal(layoutID(l)))
+}
+
+// versionSchemaDropFileSQL is the version schema file's down: the views,
+// the schema once nothing else is in it, and its record.
+func versionSchemaDropFileSQL(l layout.Resolved, vs string) string {
+	views := make([]string, 0, 3)
+	for _, t := range l.Tables() {
+		views = append(views, layout.Qualified(vs, t))
+	}
+	return fmt.Sprintf(`SET LOCAL search_path = pg_catalog, pg_temp;
+DROP VIEW IF EXISTS %s;
+DO $migrate_unique$
+BEGIN
+    PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_depend d JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) d.refobjid
+                   WHERE d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_namespace'::pg_catalog.regclass AND n.nspname OPERATOR(pg_catalog.=) %s) THEN
+        DROP SCHEMA IF EXISTS %s;
+    END IF;
+END
+$migrate_unique$;
+UPDATE %s SET version_schema = NULL, updated_at = pg_catalog.now() WHERE layout = %s;
+`, strings.Join(views, ", "), layout.Literal(vs), layout.Ident(vs), l.Table(layout.VersionTable), layout.Literal(layoutID(l)))
 }

@@ -2,8 +2,10 @@ package migrations_test
 
 import (
 	"context"
+	"fmt"
 	"io/fs"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -100,5 +102,70 @@ func TestPlainJobsFilesApplyUnderAHostileSearchPath(t *testing.T) {
 	}
 	if d := before.diff(takeSnapshot(t, dbURL, legacy.PlainJobs.Layout)); d != "" {
 		t.Fatalf("the files up then down under a hostile search path did not restore the database:\n%s", d)
+	}
+}
+
+// TestExpandFilesApplyInTwoPhases: the rolling deploy's golang-migrate
+// files (sql --expand), on every legacy layout, written with and without
+// --database: goto the expanded file's version leaves the layout expanded
+// (status says so, with its version schema and no drift: the views, their
+// grants and the enqueue lock are there); up completes it (migrated); goto the expanded version
+// again is the reverse of complete (expanded, no drift); down restores the
+// original database exactly.
+func TestExpandFilesApplyInTwoPhases(t *testing.T) {
+	ctx := context.Background()
+	for _, s := range legacy.All {
+		for _, withDB := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/database=%v", s.Name, withDB), func(t *testing.T) {
+				dbURL := legacyDB(t, s)
+				before := takeSnapshot(t, dbURL, s.Layout)
+				files, err := migrations.ExpandFiles(s.Layout)
+				if withDB {
+					files, err = migrations.ExpandFilesFor(ctx, dbURL, s.Layout)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				expanded := uint(0)
+				for name := range files {
+					if strings.HasSuffix(name, "_expanded.up.sql") {
+						n, err := strconv.Atoi(name[:6])
+						if err != nil {
+							t.Fatal(err)
+						}
+						expanded = uint(n)
+					}
+				}
+				if expanded == 0 {
+					t.Fatalf("no expanded file among %d files", len(files))
+				}
+				m := golangMigrate(t, dbURL, files)
+				isExpanded := func(when string) {
+					t.Helper()
+					st, err := migrations.Status(ctx, dbURL, s.Layout)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if st.State != migrations.Expanded || st.VersionSchema != migrations.DefaultVersionSchema(s.Resolved.Schema) || len(st.Drift) > 0 {
+						t.Fatalf("%s: state %s, version schema %q, drift %v; want expanded, %q, none", when, st.State, st.VersionSchema, st.Drift, migrations.DefaultVersionSchema(s.Resolved.Schema))
+					}
+				}
+				if err := m.Migrate(expanded); err != nil {
+					t.Fatalf("golang-migrate goto %d (expanded): %v", expanded, err)
+				}
+				isExpanded("after goto the expanded file")
+				if err := m.Up(); err != nil {
+					t.Fatalf("golang-migrate up (complete): %v", err)
+				}
+				if st, err := migrations.Status(ctx, dbURL, s.Layout); err != nil || st.State != migrations.Migrated || len(st.Drift) > 0 {
+					t.Fatalf("after up: %v %+v; want migrated, no drift", err, st)
+				}
+				if err := m.Migrate(expanded); err != nil {
+					t.Fatalf("golang-migrate goto %d from migrated: %v", expanded, err)
+				}
+				isExpanded("after goto the expanded file from migrated")
+				downRestores(t, m, dbURL, s.Layout, before)
+			})
+		}
 	}
 }

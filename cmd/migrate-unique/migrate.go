@@ -463,7 +463,7 @@ func runStatus(ctx context.Context, e *env, args []string) error {
 	return nil
 }
 
-const sqlUsage = `sql [layout flags] [--dir DIR] [--database URL]
+const sqlUsage = `sql [layout flags] [--dir DIR] [--database URL] [--expand]
 
 Writes the migration for the layout as golang-migrate files into DIR, one
 statement per file wherever CONCURRENTLY is involved, for teams that apply
@@ -476,13 +476,18 @@ CONCURRENTLY, for any layout; without it that holds for plain-jobs' layout
 only, and other layouts' down rebuilds the rules inside a transaction.
 With --database it also reads the roles that use the queue's tables and
 writes the GRANTs up makes on the runtime's tables (a grants file);
-without it the files grant nothing.`
+without it the files grant nothing.
+
+With --expand it writes a rolling deploy's files: the expand phase's first
+(ending with the file named expanded: golang-migrate's goto to its version
+stops there, both ways), then the complete phase's (the cutover and after).`
 
 func runSQL(ctx context.Context, e *env, args []string) error {
 	fs := newFlagSet(e, "sql", sqlUsage)
 	lf := layout.RegisterFlags(fs)
 	dir := fs.String("dir", "migrate-unique-sql", "directory to write the files into (created if missing; files of the same name are replaced, any other .sql file is refused)")
 	database := fs.String("database", "", "PostgreSQL URL to read the layout's unique rules from, so that the down files rebuild them CONCURRENTLY (optional; $"+pgurl.EnvVar+" is not read here); the password is never printed")
+	expand := fs.Bool("expand", false, "write a rolling deploy's files: the expand phase's first, ending with the file named expanded, then the complete phase's")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -494,9 +499,14 @@ func runSQL(ctx context.Context, e *env, args []string) error {
 		return &exitError{code: 2, err: err}
 	}
 	var files map[string]string
-	if *database != "" {
+	switch {
+	case *database != "" && *expand:
+		files, err = migrations.ExpandFilesFor(ctx, *database, l.Layout)
+	case *database != "":
 		files, err = migrations.FilesFor(ctx, *database, l.Layout)
-	} else {
+	case *expand:
+		files, err = migrations.ExpandFiles(l.Layout)
+	default:
 		files, err = migrations.Files(l.Layout)
 	}
 	if err != nil {
