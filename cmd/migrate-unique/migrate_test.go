@@ -271,12 +271,13 @@ func TestBenchMigrationScale(t *testing.T) {
 		t.Fatalf("bench migration --scale: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
 	for _, want := range []string{"plain-jobs' columns, not partitioned: 300 rows", "plain-jobs' columns, 2 partitions: 300 rows", "held 600/300", "up: longest insert", "down: longest insert",
-		"cutover: rename unique_key", "skip-metadata column (unless it holds skip metadata)", "probe index for skip metadata", `counting index on "pq"."jobrequest"`} {
+		"cutover: rename unique_key", "skip-metadata column (unless it holds skip metadata)", "probe index for skip metadata", `counting index on "pq"."jobrequest"`,
+		"cpu @300", "cpu wait @600", "load average "} {
 		if !strings.Contains(out, want) {
 			t.Errorf("stdout lacks %q:\n%s", want, out)
 		}
 	}
-	if strings.Contains(out, " failed)") && !strings.Contains(out, " 0 failed)") || strings.Contains(out, "first failed write") {
+	if n := strings.Count(out, " failed, load average"); n != 4 || strings.Count(out, " 0 failed, load average") != n || strings.Contains(out, "first failed write") {
 		t.Errorf("a write failed:\n%s", out)
 	}
 	if code, _, errOut := runCLI(t, "bench", "migration", "--database", db, "--scale", "1000,x"); code != 2 || !strings.Contains(errOut, "--scale") {

@@ -59,6 +59,12 @@ type StepFigures struct {
 	// Duration is the step's wall time; Skipped says why it did nothing.
 	Duration time.Duration
 	Skipped  string
+	// CPU is the CPU time the run's server backends used during the step,
+	// and CPUWait the time they waited, runnable, for a CPU (the machine's
+	// load); CPUKnown is false when the server's processes cannot be read
+	// (a server on another machine).
+	CPU, CPUWait time.Duration
+	CPUKnown     bool
 }
 
 // ScaleRun is up then down of one queue at one size, under a live writer.
@@ -83,6 +89,9 @@ type ScaleRun struct {
 	// the first failure's error.
 	Writes, FailedWrites int
 	FirstFailure         string
+	// LoadBefore and LoadAfter are this machine's 1-minute load average
+	// when up began and when down ended ("" where unknown).
+	LoadBefore, LoadAfter string
 }
 
 // ScaleResult is every queue at every size.
@@ -185,8 +194,8 @@ func RunScale(ctx context.Context, o ScaleOptions) (*ScaleResult, error) {
 func scaleRun(ctx context.Context, dbURL string, q scaleQueue, o ScaleOptions, run *ScaleRun) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var writer, sampler *pgx.Conn
-	for _, c := range []**pgx.Conn{&writer, &sampler} {
+	var writer, sampler, cpuConn *pgx.Conn
+	for _, c := range []**pgx.Conn{&writer, &sampler, &cpuConn} {
 		conn, err := connect(ctx, dbURL)
 		if err != nil {
 			return err
@@ -291,17 +300,21 @@ WHERE k.granted AND k.locktype = 'relation' AND k.database = (SELECT oid FROM pg
 
 	migrate := func(direction string, f func(context.Context, string, layout.Layout, migrations.Options) (*migrations.Report, error)) ([]StepFigures, time.Duration, error) {
 		var steps []StepFigures
+		cpu := &backendCPU{conn: cpuConn}
 		opts := migrations.Options{LockTimeout: o.LockTimeout, MaxAttempts: 100, Out: o.Out,
-			BeforeStep: func(_ context.Context, s migrations.StepResult) {
+			BeforeStep: func(ctx context.Context, s migrations.StepResult) {
+				cpu.begin(ctx, direction)
 				mu.Lock()
 				step = direction + " " + s.Name
 				mu.Unlock()
 			},
 			OnStep: func(s migrations.StepResult) {
+				used, waited, known := cpu.end()
+				cpu.ok = false // a skipped step has no BeforeStep
 				mu.Lock()
 				at := direction + " " + s.Name
 				steps = append(steps, StepFigures{Name: s.Name, Lock: s.Lock, Held: s.LockHeld, Duration: s.Duration, Skipped: s.Skipped,
-					Blocking: blocking[at], InsertMax: insertMax[at]})
+					Blocking: blocking[at], InsertMax: insertMax[at], CPU: used, CPUWait: waited, CPUKnown: known})
 				step = ""
 				mu.Unlock()
 			}}
@@ -311,6 +324,8 @@ WHERE k.granted AND k.locktype = 'relation' AND k.database = (SELECT oid FROM pg
 	}
 	// Let the writer settle first.
 	time.Sleep(200 * time.Millisecond)
+	run.LoadBefore = loadAverage()
+	defer func() { run.LoadAfter = loadAverage() }()
 	var err error
 	mu.Lock()
 	clear(insertMax)
@@ -465,7 +480,8 @@ func (r *ScaleResult) Print(w io.Writer) {
 	o := r.Options
 	fmt.Fprintf(w, "bench migration --scale: PostgreSQL %s; a writer inserting every %s (following the key column's rename); lock timeout %s\n", r.Server, o.WriterInterval, o.LockTimeout)
 	fmt.Fprintf(w, "per step (steps with nothing to do left out): held = ACCESS EXCLUSIVE hold as up/down measure it; blocking = longest continuous writer-blocking lock on a queue table,\n")
-	fmt.Fprintf(w, "a partition or their index, sampled from pg_locks every ~2 ms; insert = the application's longest insert while the step ran; last column group = largest size / smallest\n")
+	fmt.Fprintf(w, "a partition or their index, sampled from pg_locks every ~2 ms; insert = the application's longest insert while the step ran; cpu = the run's server backends' CPU time\n")
+	fmt.Fprintf(w, "during the step, cpu wait = their time runnable but waiting for a CPU (the load; both from /proc/<pid>/schedstat, - for a server on another machine); last column group = largest size / smallest\n")
 	byQueue := map[string][]ScaleRun{}
 	var order []string
 	for _, run := range r.Runs {
@@ -486,15 +502,15 @@ func (r *ScaleResult) Print(w io.Writer) {
 		first, last := runs[0], runs[len(runs)-1]
 		fmt.Fprintf(w, "\n%s:", name)
 		for _, run := range runs {
-			fmt.Fprintf(w, " %d rows (seeded in %s, %d writes, %d failed)", run.Rows, run.Seed.Round(time.Second), run.Writes, run.FailedWrites)
+			fmt.Fprintf(w, " %d rows (seeded in %s, %d writes, %d failed, load average %s to %s)", run.Rows, run.Seed.Round(time.Second), run.Writes, run.FailedWrites, orDash(run.LoadBefore), orDash(run.LoadAfter))
 		}
 		fmt.Fprintln(w)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintf(tw, "step\t")
 		for _, run := range runs {
-			fmt.Fprintf(tw, "held @%d\tblocking @%d\tinsert @%d\t", run.Rows, run.Rows, run.Rows)
+			fmt.Fprintf(tw, "held @%d\tblocking @%d\tinsert @%d\tcpu @%d\tcpu wait @%d\t", run.Rows, run.Rows, run.Rows, run.Rows, run.Rows)
 		}
-		fmt.Fprintf(tw, "held %d/%d\tblocking\tinsert\t\n", last.Rows, first.Rows)
+		fmt.Fprintf(tw, "held %d/%d\tblocking\tinsert\tcpu\t\n", last.Rows, first.Rows)
 		for _, dir := range []string{"up", "down"} {
 			pick := func(run ScaleRun) []StepFigures {
 				if dir == "up" {
@@ -511,17 +527,21 @@ func (r *ScaleResult) Print(w io.Writer) {
 				for _, run := range runs {
 					steps := pick(run)
 					if i >= len(steps) || steps[i].Name != s.Name {
-						fmt.Fprintf(tw, "?\t?\t?\t")
+						fmt.Fprintf(tw, "?\t?\t?\t?\t?\t")
 						continue
 					}
 					lastStep = steps[i]
 					if steps[i].Skipped != "" {
-						fmt.Fprintf(tw, "skipped\t\t\t")
+						fmt.Fprintf(tw, "skipped\t\t\t\t\t")
 						continue
 					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t", ms(steps[i].Held), ms(steps[i].Blocking), ms(steps[i].InsertMax))
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t", ms(steps[i].Held), ms(steps[i].Blocking), ms(steps[i].InsertMax), cpuMs(steps[i], steps[i].CPU), cpuMs(steps[i], steps[i].CPUWait))
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t\n", ratio(lastStep.Held, s.Held), ratio(lastStep.Blocking, s.Blocking), ratio(lastStep.InsertMax, s.InsertMax))
+				cpuRatio := "-"
+				if s.CPUKnown && lastStep.CPUKnown {
+					cpuRatio = ratio(lastStep.CPU, s.CPU)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t\n", ratio(lastStep.Held, s.Held), ratio(lastStep.Blocking, s.Blocking), ratio(lastStep.InsertMax, s.InsertMax), cpuRatio)
 			}
 			fmt.Fprintf(tw, "%s: longest insert\t", dir)
 			for _, run := range runs {
@@ -529,18 +549,18 @@ func (r *ScaleResult) Print(w io.Writer) {
 				if dir == "down" {
 					d = run.DownInsertMax
 				}
-				fmt.Fprintf(tw, "\t\t%s\t", ms(d))
+				fmt.Fprintf(tw, "\t\t%s\t\t\t", ms(d))
 			}
 			if dir == "up" {
-				fmt.Fprintf(tw, "\t\t%s\t\n", ratio(last.UpInsertMax, first.UpInsertMax))
+				fmt.Fprintf(tw, "\t\t%s\t\t\n", ratio(last.UpInsertMax, first.UpInsertMax))
 				continue
 			}
-			fmt.Fprintf(tw, "\t\t%s\t\n", ratio(last.DownInsertMax, first.DownInsertMax))
+			fmt.Fprintf(tw, "\t\t%s\t\t\n", ratio(last.DownInsertMax, first.DownInsertMax))
 			fmt.Fprintf(tw, "baseline: the old skip step (scan under the lock)\t")
 			for _, run := range runs {
-				fmt.Fprintf(tw, "%s\t\t%s\t", ms(run.OldSkipHold), ms(run.OldSkipInsertMax))
+				fmt.Fprintf(tw, "%s\t\t%s\t\t\t", ms(run.OldSkipHold), ms(run.OldSkipInsertMax))
 			}
-			fmt.Fprintf(tw, "%s\t\t%s\t\n", ratio(last.OldSkipHold, first.OldSkipHold), ratio(last.OldSkipInsertMax, first.OldSkipInsertMax))
+			fmt.Fprintf(tw, "%s\t\t%s\t\t\n", ratio(last.OldSkipHold, first.OldSkipHold), ratio(last.OldSkipInsertMax, first.OldSkipInsertMax))
 		}
 		tw.Flush()
 		for _, run := range runs {
@@ -550,6 +570,21 @@ func (r *ScaleResult) Print(w io.Writer) {
 			}
 		}
 	}
+}
+
+// cpuMs prints a CPU figure of step s, "-" when it was not readable.
+func cpuMs(s StepFigures, d time.Duration) string {
+	if !s.CPUKnown {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond))
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 func truncate(s string, n int) string {
