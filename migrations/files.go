@@ -48,15 +48,7 @@ const nothingToDo = "-- Nothing to do in this direction.\n"
 // use FilesFor, which reads the rules from the database and rebuilds them
 // CONCURRENTLY, or roll back with Down.
 func Files(l layout.Layout) (map[string]string, error) {
-	rl, err := l.Resolve()
-	if err != nil {
-		return nil, err
-	}
-	var rules []rebuildRule
-	if isPlainJobs(rl) {
-		rules = []rebuildRule{{comment: "plain-jobs' unique rule", definition: qualify.Must(plainJobsRebuild)}}
-	}
-	return files(rl, rules, nil, nil, false)
+	return layoutFiles(l, false)
 }
 
 // ExpandFiles is Files for a rolling deploy (docs/migration.md, "`sql` and
@@ -67,6 +59,13 @@ func Files(l layout.Layout) (map[string]string, error) {
 // cutover, the unique rule, the finish). golang-migrate's goto to the
 // expanded file's version stops at the expanded state, both ways.
 func ExpandFiles(l layout.Layout) (map[string]string, error) {
+	return layoutFiles(l, true)
+}
+
+// layoutFiles is Files (expand false) and ExpandFiles (expand true): the
+// unique rule a down file rebuilds CONCURRENTLY is known without a
+// database for plain-jobs' layout only.
+func layoutFiles(l layout.Layout, expand bool) (map[string]string, error) {
 	rl, err := l.Resolve()
 	if err != nil {
 		return nil, err
@@ -75,7 +74,7 @@ func ExpandFiles(l layout.Layout) (map[string]string, error) {
 	if isPlainJobs(rl) {
 		rules = []rebuildRule{{comment: "plain-jobs' unique rule", definition: qualify.Must(plainJobsRebuild)}}
 	}
-	return files(rl, rules, nil, nil, true)
+	return files(rl, rules, nil, nil, expand)
 }
 
 // rebuildRule is a unique rule a down file rebuilds CONCURRENTLY.
