@@ -286,50 +286,14 @@ func (s *schema) admitQuery(adm *admission, out *admitResult) query {
 	args = append(args, keys[:nkeys]...)
 	args = s.rowArgs(s.requests, adm, "", args)
 	return query{sql: s.text(shape, func() string { return s.admitText(shape) }), args: args, scan: func(r Row) error {
-		tables := s.activeTables()
-		var ids [2]string // each active table's holders' ids, "1,2"
-		dest := []any{&out.limit, &out.active, &ids[0], &out.id, &out.uuid}
-		if len(tables) == 2 {
-			dest = []any{&out.limit, &out.active, &ids[0], &ids[1], &out.id, &out.uuid}
-		}
-		if err := r.Scan(dest...); err != nil {
-			return err
-		}
-		out.holders = holdersText(tables, ids[:len(tables)])
-		return nil
+		return r.Scan(&out.limit, &out.active, &out.holders, &out.id, &out.uuid)
 	}}
-}
-
-// holdersText renders the holders of a count, each active table's ids
-// ("1,2") in the order they were read, as parseHolders reads them
-// ("table:1,table:2").
-func holdersText(tables []*table, ids []string) string {
-	var b strings.Builder
-	for i, t := range tables {
-		if ids[i] == "" {
-			continue
-		}
-		for _, id := range strings.Split(ids[i], ",") {
-			if b.Len() > 0 {
-				b.WriteByte(',')
-			}
-			b.WriteString(t.name)
-			b.WriteByte(':')
-			b.WriteString(id)
-		}
-	}
-	return b.String()
 }
 
 // admitText builds the count-and-insert statement of a shape made by
 // admitQuery. It returns one row: the limit (NULL: none), the active jobs
-// counted (at most the limit per table), each active table's holders' ids
-// ("1,2"), and the new row's id and uuid (NULL when blocked).
-//
-// It is as small a plan as the rule allows (executor start-up over its
-// nodes is most of its cost): one CTE reads the limit once and, in the same
-// row, each active table's bounded list of holders as an array; the insert
-// reads that row; the holders are rendered as text only in the result.
+// counted (at most the limit per table) and who they are, and the new row's
+// id and uuid (NULL when blocked).
 func (s *schema) admitText(shape string) string {
 	var a sqlArgs
 	l := s.l
@@ -345,7 +309,8 @@ func (s *schema) admitText(shape string) string {
 	case strings.HasSuffix(shape, "/read"):
 		override = overrideSQL(l.Table(layout.LimitsTable), a.add(nil))
 	}
-	limit := "coalesce(" + override + ", " + a.add(nil) + "::integer)"
+	b.WriteString("WITH c AS (\n    SELECT min(l.n) AS lim, count(u.id) AS n, coalesce(string_agg(u.t || ':' || u.id::text, ','), '') AS holders\n")
+	b.WriteString("    FROM (SELECT coalesce(" + override + ", " + a.add(nil) + "::integer) AS n OFFSET 0) l\n    LEFT JOIN LATERAL (")
 	// Each active table is read in the order of its counting index, class
 	// then key, up to the limit (see boundedScan). The class is matched with
 	// = ANY so that the planner keeps the class in the required order, and
@@ -372,26 +337,23 @@ func (s *schema) admitText(shape string) string {
 	}
 	id := layout.Ident(s.idColumn())
 	classCol := layout.Ident(l.ClassColumn)
-	b.WriteString("WITH c AS (\n    SELECT l.n AS lim")
-	var counts, lists []string
 	for i, t := range s.activeTables() {
-		name := "h" + strconv.Itoa(i)
-		fmt.Fprintf(&b, ",\n        ARRAY(SELECT %s FROM %s WHERE %s = %s%s%s ORDER BY %s%s LIMIT coalesce(l.n, 0)) AS %s",
-			id, l.Table(t.name), classCol, class, keyCond, stateCond, classCol, keyOrder, name)
-		counts = append(counts, "cardinality(c."+name+")")
-		lists = append(lists, "array_to_string(c."+name+", ',')")
+		if i > 0 {
+			b.WriteString("\n        UNION ALL")
+		}
+		fmt.Fprintf(&b, "\n        (SELECT %s AS t, %s AS id FROM %s WHERE %s = %s%s%s ORDER BY %s%s LIMIT coalesce(l.n, 0))",
+			layout.Literal(t.name), id, l.Table(t.name), classCol, class, keyCond, stateCond, classCol, keyOrder)
 	}
-	n := "(" + strings.Join(counts, " + ") + ")"
-	b.WriteString("\n    FROM (SELECT " + limit + " AS n OFFSET 0) l\n), ins AS (\n    ")
+	b.WriteString("\n    ) u ON true\n), ins AS (\n    ")
 
 	cols, vals := s.rowText(s.requests, &a)
 	returning := id + " AS r_id, NULL::text AS r_uuid"
 	if s.requests.has("uuid") {
 		returning = id + " AS r_id, " + layout.Ident("uuid") + "::text AS r_uuid"
 	}
-	fmt.Fprintf(&b, "INSERT INTO %s (%s)\n    SELECT %s\n    FROM c WHERE c.lim IS NULL OR %s < c.lim%s\n    RETURNING %s\n)\n",
-		l.Table(s.requests.name), strings.Join(cols, ", "), strings.Join(vals, ", "), n, s.rule.onConflict(), returning)
-	b.WriteString("SELECT c.lim, " + n + ", " + strings.Join(lists, ", ") + ", ins.r_id, ins.r_uuid FROM c LEFT JOIN ins ON true")
+	fmt.Fprintf(&b, "INSERT INTO %s (%s)\n    SELECT %s\n    FROM c WHERE c.lim IS NULL OR c.n < c.lim%s\n    RETURNING %s\n)\n",
+		l.Table(s.requests.name), strings.Join(cols, ", "), strings.Join(vals, ", "), s.rule.onConflict(), returning)
+	b.WriteString("SELECT c.lim, c.n, c.holders, ins.r_id, ins.r_uuid FROM c LEFT JOIN ins ON true")
 	return b.String()
 }
 

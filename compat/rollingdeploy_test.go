@@ -2,6 +2,7 @@ package compat
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/migrate-unique/migrate-unique/internal/testdb"
 	"github.com/migrate-unique/migrate-unique/layout"
@@ -36,7 +38,8 @@ import (
 //     by uuid, started_at set, in one transaction a result row and the
 //     process row deleted). Every statement names unique_key as plain's ORM
 //     renders the models' fields, in their order.
-//   - the new version is compat (a client made before the first phase), and
+//   - the new version is compat (a client made before the first phase, and
+//     one through database/sql with pgx's stdlib driver), and
 //     plain-jobs 0.38.0's own SQL (tag plain-jobs@0.38.0, commit
 //     8d4dae06b26d0533384646f9777ed5224574b936, the code of commit
 //     01b6986d798b4df9f80370c8bcbbdbc1b66f4783): jobs.py run_in_worker as
@@ -385,6 +388,65 @@ func (d *deploy) compatWriters(pool *pgxpool.Pool, n int) *actors {
 	})
 }
 
+// compatSQLWriters are compatWriters through database/sql (pgx's stdlib
+// driver over pool): a compat client of its own, made on the first phase's
+// layout, single and batch enqueues, and the caller's *sql.Tx.
+func (d *deploy) compatSQLWriters(pool *pgxpool.Pool, n int) *actors {
+	db := stdlib.OpenDBFromPool(pool)
+	d.t.Cleanup(func() { db.Close() })
+	c, err := NewClient(SQL(db), legacy.PlainJobs.Layout)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	return d.start(n, func(ctx context.Context, i, round int) {
+		time.Sleep(writerPace)
+		charge := func(k int) Job {
+			return Job{Class: chargeClass, Value: Limit(fmt.Sprintf("acct-%d", k%chargeKeys), chargeLimit), Args: PlainArgs{}}
+		}
+		var res []Result
+		var err error
+		switch round % 3 {
+		case 0:
+			res, err = c.EnqueueMany(ctx, []Job{charge(round), {Class: syncClass, Value: Limit(syncKeys[round%2]+fmt.Sprint(round%7), 1), Args: PlainArgs{}}})
+		case 1:
+			for try := 0; try < 3; try++ {
+				var tx *sql.Tx
+				if tx, err = db.BeginTx(ctx, nil); err != nil {
+					break
+				}
+				if _, err = tx.ExecContext(ctx, `INSERT INTO app_orders (note) VALUES ('order via database/sql')`); err == nil {
+					res, err = c.EnqueueManyTx(ctx, SQL(tx), []Job{charge(round + i)})
+				}
+				if err == nil {
+					err = tx.Commit()
+				} else {
+					_ = tx.Rollback()
+				}
+				if !errors.Is(err, ErrLayoutChanged) {
+					break
+				}
+				d.layoutChanged.Add(1)
+			}
+		default:
+			var r Result
+			r, err = c.Enqueue(ctx, charge(round+i))
+			res = []Result{r}
+		}
+		if err != nil {
+			d.fail("compat writer (database/sql)", err)
+			return
+		}
+		for _, r := range res {
+			if r.Inserted() {
+				d.inserted.Add(1)
+				continue
+			}
+			c, _ := d.skipped.LoadOrStore(r.Skipped.Reason, new(atomic.Int64))
+			c.(*atomic.Int64).Add(1)
+		}
+	})
+}
+
 // workers play a plain-jobs worker of version v on pool: claim, run.
 func (d *deploy) workers(v pjVersion, pool *pgxpool.Pool, n int) *actors {
 	return d.start(n, func(ctx context.Context, i, round int) {
@@ -547,9 +609,11 @@ func TestRollingDeployExpandCompleteDown(t *testing.T) {
 	oldK := d.workers(pj037, oldWorkerPool, 3)
 	cw := d.compatWriters(d.pool("new-version-compat-tx", "", 4), 2)
 	defer cw.stop()
+	cs := d.compatSQLWriters(d.pool("new-version-compat-sql", "", 4), 1)
+	defer cs.stop()
 
 	d.phase("up --expand", func() error {
-		_, err := migrations.Up(ctx, d.url, l, migrating(migrations.Options{Expand: true}))
+		_, err := migrations.Up(ctx, d.url, l, d.migrating(migrations.Options{Expand: true}))
 		return err
 	})
 	// Expanded: the new version's code that names concurrency_key starts,
@@ -598,7 +662,7 @@ func TestRollingDeployExpandCompleteDown(t *testing.T) {
 	oldWorkerPool.Close()
 
 	d.phase("up (complete)", func() error {
-		_, err := migrations.Up(ctx, d.url, l, migrating(migrations.Options{}))
+		_, err := migrations.Up(ctx, d.url, l, d.migrating(migrations.Options{}))
 		return err
 	})
 	// The jobs the old worker claimed before complete are finished after
@@ -637,7 +701,7 @@ func TestRollingDeployExpandCompleteDown(t *testing.T) {
 	// version schema.
 	var oldAgain, oldAgainK *actors
 	d.phase("down --drain from the migrated layout", func() error {
-		_, err := migrations.Down(ctx, d.url, l, migrating(migrations.Options{Drain: true, DrainPoll: 20 * time.Millisecond, OnStep: func(s migrations.StepResult) {
+		_, err := migrations.Down(ctx, d.url, l, d.migrating(migrations.Options{Drain: true, DrainPoll: 20 * time.Millisecond, OnStep: func(s migrations.StepResult) {
 			if strings.HasPrefix(s.Name, "cutover back") && oldAgain == nil {
 				nw.stop()
 				nk.stop()
@@ -654,6 +718,7 @@ func TestRollingDeployExpandCompleteDown(t *testing.T) {
 	oldAgain.stop()
 	oldAgainK.stop()
 	cw.stop()
+	cs.stop()
 	mon.stop()
 	d.check("legacy again, both versions")
 	d.finishAll(pj037, d.pool("old-version-final-worker", "", 2))
@@ -681,7 +746,7 @@ func TestRollingDeployExpandThenDown(t *testing.T) {
 	defer cw.stop()
 
 	d.phase("up --expand", func() error {
-		_, err := migrations.Up(ctx, d.url, l, migrating(migrations.Options{Expand: true}))
+		_, err := migrations.Up(ctx, d.url, l, d.migrating(migrations.Options{Expand: true}))
 		return err
 	})
 	vsPath := layout.Ident(d.vsName) + ", public"
@@ -693,7 +758,7 @@ func TestRollingDeployExpandThenDown(t *testing.T) {
 	nk.stop()
 
 	d.phase("down from the expanded layout", func() error {
-		_, err := migrations.Down(ctx, d.url, l, migrating(migrations.Options{}))
+		_, err := migrations.Down(ctx, d.url, l, d.migrating(migrations.Options{}))
 		return err
 	})
 	time.Sleep(300 * time.Millisecond)
@@ -708,10 +773,25 @@ func TestRollingDeployExpandThenDown(t *testing.T) {
 // migrating is the migration's options under the deploy's traffic on a
 // loaded test machine (two cores, the race detector, other tests): a longer
 // lock wait and more attempts than the defaults, each attempt still bounding
-// the writers' wait by the lock timeout.
-func migrating(o migrations.Options) migrations.Options {
+// the writers' wait by the lock timeout. Each retry is logged, with the
+// sessions that held the table it waited for.
+func (d *deploy) migrating(o migrations.Options) migrations.Options {
 	o.LockTimeout, o.MaxAttempts = 5*time.Second, 30
+	o.Out = retryLog{d.t}
 	return o
+}
+
+// retryLog logs the retry lines of a migration's output (they name the
+// sessions that held the table the attempt waited for).
+type retryLog struct{ t *testing.T }
+
+func (w retryLog) Write(p []byte) (int, error) {
+	for _, line := range strings.Split(strings.TrimRight(string(p), "\n"), "\n") {
+		if strings.Contains(line, ": attempt ") {
+			w.t.Log(line)
+		}
+	}
+	return len(p), nil
 }
 
 // hasFinding reports a fatal finding of kind whose message holds text.

@@ -25,17 +25,20 @@ const (
 		`set_config('lock_timeout', '5000ms', true), set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true), ` +
 		`set_config('enable_sort', 'off', true), set_config('enable_incremental_sort', 'off', true), set_config('plan_cache_mode', 'force_generic_plan', true), `
 	wantAdmit = `WITH c AS (
-    SELECT l.n AS lim,
-        ARRAY(SELECT "id" FROM "public"."plainjobs_jobrequest" WHERE "job_class" = ANY (ARRAY[$3::text]) AND "concurrency_key" >= $4 AND "concurrency_key" <= $4 ORDER BY "job_class", "concurrency_key" LIMIT coalesce(l.n, 0)) AS h0,
-        ARRAY(SELECT "id" FROM "public"."plainjobs_jobprocess" WHERE "job_class" = ANY (ARRAY[$3::text]) AND "concurrency_key" >= $4 AND "concurrency_key" <= $4 ORDER BY "job_class", "concurrency_key" LIMIT coalesce(l.n, 0)) AS h1
+    SELECT min(l.n) AS lim, count(u.id) AS n, coalesce(string_agg(u.t || ':' || u.id::text, ','), '') AS holders
     FROM (SELECT coalesce((SELECT min(concurrency_limit) FROM "public"."concurrency_limits" WHERE group_name = ANY (ARRAY[$1, split_part($1, '::', 1) || '::'])), $2::integer) AS n OFFSET 0) l
+    LEFT JOIN LATERAL (
+        (SELECT 'plainjobs_jobrequest' AS t, "id" AS id FROM "public"."plainjobs_jobrequest" WHERE "job_class" = ANY (ARRAY[$3::text]) AND "concurrency_key" >= $4 AND "concurrency_key" <= $4 ORDER BY "job_class", "concurrency_key" LIMIT coalesce(l.n, 0))
+        UNION ALL
+        (SELECT 'plainjobs_jobprocess' AS t, "id" AS id FROM "public"."plainjobs_jobprocess" WHERE "job_class" = ANY (ARRAY[$3::text]) AND "concurrency_key" >= $4 AND "concurrency_key" <= $4 ORDER BY "job_class", "concurrency_key" LIMIT coalesce(l.n, 0))
+    ) u ON true
 ), ins AS (
     INSERT INTO "public"."plainjobs_jobrequest" ("job_class", "concurrency_key", "parameters", "priority", "queue", "retries", "retry_attempt", "start_at", "created_at", "uuid", "source", "trace_id", "span_id")
     SELECT $5, $6, $7::jsonb, $8, $9, $10, $11, $12::timestamptz, now(), gen_random_uuid(), $13, $14, $15
-    FROM c WHERE c.lim IS NULL OR (cardinality(c.h0) + cardinality(c.h1)) < c.lim
+    FROM c WHERE c.lim IS NULL OR c.n < c.lim
     RETURNING "id" AS r_id, "uuid"::text AS r_uuid
 )
-SELECT c.lim, (cardinality(c.h0) + cardinality(c.h1)), array_to_string(c.h0, ','), array_to_string(c.h1, ','), ins.r_id, ins.r_uuid FROM c LEFT JOIN ins ON true`
+SELECT c.lim, c.n, c.holders, ins.r_id, ins.r_uuid FROM c LEFT JOIN ins ON true`
 	// A keyless job with a limit in code: the class lock exclusive.
 	wantClassLock = wantGuard + `pg_advisory_xact_lock($1::pg_catalog.int8)`
 	// A keyless job without a limit in code: the class's override decides
@@ -127,7 +130,7 @@ func TestAdmissionStatementsArePinned(t *testing.T) {
 	mock.ExpectQuery(marked(qualify.Must(wantAdmit))).
 		WithArgs("app.jobs.ChargeJob::charge-7", 2, "app.jobs.ChargeJob", "charge-7",
 			"app.jobs.ChargeJob", "charge-7", `{"amount_cents":700}`, 5, "default", 3, 0, nil, "compat", nil, nil).
-		WillReturnRows(sqlmock.NewRows([]string{"n", "active", "h0", "h1", "r_id", "r_uuid"}).AddRow(2, 1, "", "9", 41, "9b2f6c1e-0000-4000-8000-000000000041"))
+		WillReturnRows(sqlmock.NewRows([]string{"n", "active", "holders", "r_id", "r_uuid"}).AddRow(2, 1, "plainjobs_jobprocess:9", 41, "9b2f6c1e-0000-4000-8000-000000000041"))
 	mock.ExpectCommit()
 
 	res, err := c.Enqueue(t.Context(), Job{Class: "app.jobs.ChargeJob", Value: limited("charge-7", 2), Args: map[string]int{"amount_cents": 700}, Priority: 5, Retries: 3})
@@ -147,7 +150,7 @@ func TestAdmissionStatementsArePinned(t *testing.T) {
 	mock.ExpectQuery(marked(qualify.Must(wantClassWideAdmit))).
 		WithArgs("app.jobs.ChargeJob", 3, "app.jobs.ChargeJob",
 			"app.jobs.ChargeJob", "", nil, 0, "default", 0, 0, nil, "compat", nil, nil).
-		WillReturnRows(sqlmock.NewRows([]string{"n", "active", "h0", "h1", "r_id", "r_uuid"}).AddRow(3, 3, "41,42", "9", nil, nil))
+		WillReturnRows(sqlmock.NewRows([]string{"n", "active", "holders", "r_id", "r_uuid"}).AddRow(3, 3, "plainjobs_jobrequest:41,plainjobs_jobrequest:42,plainjobs_jobprocess:9", nil, nil))
 	mock.ExpectCommit()
 	res, err = c.Enqueue(t.Context(), Job{Class: "app.jobs.ChargeJob", Value: limited("", 3)})
 	if err != nil {
@@ -167,7 +170,7 @@ func TestAdmissionStatementsArePinned(t *testing.T) {
 	mock.ExpectQuery(marked(qualify.Must(wantCarryAdmit))).
 		WithArgs("migrate_unique.override_0", nil, "app.jobs.ChargeJob",
 			"app.jobs.ChargeJob", "", nil, 0, "default", 0, 0, nil, "compat", nil, nil).
-		WillReturnRows(sqlmock.NewRows([]string{"n", "active", "h0", "h1", "r_id", "r_uuid"}).AddRow(1, 2, "41", "9", nil, nil))
+		WillReturnRows(sqlmock.NewRows([]string{"n", "active", "holders", "r_id", "r_uuid"}).AddRow(1, 2, "plainjobs_jobrequest:41,plainjobs_jobprocess:9", nil, nil))
 	mock.ExpectCommit()
 	res, err = c.Enqueue(t.Context(), Job{Class: "app.jobs.ChargeJob", Value: keyedJob{}})
 	if err != nil {
@@ -185,7 +188,7 @@ func TestAdmissionStatementsArePinned(t *testing.T) {
 	mock.ExpectQuery(marked(qualify.Must(wantKeyedCarryAdmit))).
 		WithArgs("migrate_unique.override_0", nil, "app.jobs.ChargeJob", "charge-7",
 			"app.jobs.ChargeJob", "charge-7", nil, 0, "default", 0, 0, nil, "compat", nil, nil).
-		WillReturnRows(sqlmock.NewRows([]string{"n", "active", "h0", "h1", "r_id", "r_uuid"}).AddRow(nil, 0, "", "", 43, "9b2f6c1e-0000-4000-8000-000000000043"))
+		WillReturnRows(sqlmock.NewRows([]string{"n", "active", "holders", "r_id", "r_uuid"}).AddRow(nil, 0, "", 43, "9b2f6c1e-0000-4000-8000-000000000043"))
 	mock.ExpectCommit()
 	if res, err = c.Enqueue(t.Context(), Job{Class: "app.jobs.ChargeJob", Value: keyedJob{key: "charge-7"}}); err != nil || res.ID != 43 {
 		t.Fatalf("result %+v, %v", res, err)

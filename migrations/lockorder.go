@@ -86,24 +86,28 @@ func blockersString(bs []LockHolder) string {
 }
 
 // lockOrder is the order step s takes its exclusive locks in this attempt:
-// s.exclusive, with every pair the application was seen taking the other
-// way round more often swapped (adjacent swaps until none applies, so a
-// cycle in what was seen ends in some order rather than none).
+// s.exclusive, with a table moved before an earlier one whenever the
+// application was seen taking it first more often than the other way round
+// (passes until none moves, bounded, so that a cycle in what was seen ends
+// in some order rather than none).
 func (r *runner) lockOrder(s step) []string {
 	order := slices.Clone(s.exclusive)
 	if len(r.lockEdges) == 0 {
 		return order
 	}
 	for range len(order) * len(order) {
-		swapped := false
-		for i := 0; i+1 < len(order); i++ {
-			a, b := order[i], order[i+1]
-			if r.lockEdges[lockEdge{b, a}] > r.lockEdges[lockEdge{a, b}] {
-				order[i], order[i+1] = b, a
-				swapped = true
+		moved := false
+		for i := 0; i < len(order) && !moved; i++ {
+			for j := i + 1; j < len(order); j++ {
+				a, b := order[i], order[j]
+				if r.lockEdges[lockEdge{b, a}] > r.lockEdges[lockEdge{a, b}] {
+					order = slices.Insert(slices.Delete(order, j, j+1), i, b)
+					moved = true
+					break
+				}
 			}
 		}
-		if !swapped {
+		if !moved {
 			break
 		}
 	}
