@@ -25,7 +25,7 @@ type TableStatus struct {
 
 // StatusResult says where a layout stands.
 type StatusResult struct {
-	// State is legacy, partly migrated or migrated.
+	// State is legacy, expanded, partly migrated or migrated.
 	State State
 	// ToolVersion is this tool's version; RecordedVersion is the version
 	// that last wrote the layout's row in the version table ("" if none),

@@ -44,7 +44,7 @@ var commands = []command{
 	{"plan", "show what the database migration would do, changing nothing", runPlan, false},
 	{"up", "run the database migration, online", runUp, false},
 	{"down", "roll the database migration back", runDown, false},
-	{"status", "show whether the database is legacy, partly migrated or migrated", runStatus, false},
+	{"status", "show whether the database is legacy, expanded, partly migrated or migrated", runStatus, false},
 	{"sql", "write the migration as golang-migrate files", runSQL, false},
 	{"lint", "report legacy unique-key job code", runLint, true},
 	{"rewrite", "migrate a whole module's job code", runRewrite, true},

@@ -190,7 +190,16 @@ func runPlan(ctx context.Context, e *env, args []string) error {
 	for _, fd := range p.Findings {
 		fatal = fatal || fd.Fatal
 	}
-	refuse := &exitError{code: 1, err: fmt.Errorf("%s would refuse: see the preflight findings", direction)}
+	// command names the planned run as the operator types it (the verdict
+	// and the refusal); direction stays "up" or "down" in --json.
+	command := direction
+	switch {
+	case f.expand != nil && *f.expand:
+		command = "up --expand"
+	case f.contract != nil && *f.contract:
+		command = "up --contract"
+	}
+	refuse := &exitError{code: 1, err: fmt.Errorf("%s would refuse: see the preflight findings", command)}
 	if *f.json {
 		if err := writeJSON(e.stdout, planJSONOf(direction, url, l, p, fatal)); err != nil {
 			return err
@@ -235,9 +244,9 @@ func runPlan(ctx context.Context, e *env, args []string) error {
 		}
 		fmt.Fprintf(e.stdout, "  sql:\n%s\n", indent(s.SQL, "    "))
 	}
-	fmt.Fprintf(e.stdout, "\nverdict: %s\n", planVerdict(direction, p))
+	fmt.Fprintf(e.stdout, "\nverdict: %s\n", planVerdict(command, p))
 	if fatal {
-		refuse.err = fmt.Errorf("%s would refuse: see the preflight findings above", direction)
+		refuse.err = fmt.Errorf("%s would refuse: see the preflight findings above", command)
 		return refuse
 	}
 	return nil

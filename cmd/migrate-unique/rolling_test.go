@@ -41,12 +41,17 @@ func TestRollingDeployCommands(t *testing.T) {
 	if !phases["expand"] || !phases["complete"] {
 		t.Fatalf("plan --json phases: %v", phases)
 	}
-	code, out, _ := runCLI(t, "plan", "--database", db)
+	code, out, errOut := runCLI(t, "plan", "--database", db)
 	if code != 0 || !strings.Contains(out, "phase: complete (after it the old version's statements naming unique_key fail") {
 		t.Fatalf("plan text: exit %d\n%s", code, out)
 	}
+	// The verdict names the run as it is typed.
+	code, out, _ = runCLI(t, "plan", "--expand", "--summary", "--database", db)
+	if code != 0 || !strings.Contains(out, "\nverdict: up --expand would go ahead: ") {
+		t.Fatalf("plan --expand text: exit %d\n%s", code, out)
+	}
 
-	code, out, errOut := runCLI(t, "up", "--expand", "--database", db)
+	code, out, errOut = runCLI(t, "up", "--expand", "--database", db)
 	if code != 0 || !strings.Contains(out, "legacy -> expanded") {
 		t.Fatalf("up --expand: exit %d\n%s\n%s", code, out, errOut)
 	}
@@ -72,6 +77,10 @@ func TestRollingDeployCommands(t *testing.T) {
 	}
 	if !refused.WouldRefuse || !named {
 		t.Fatalf("plan of complete with an old-version session: %+v", refused.Findings)
+	}
+	code, out, errOut = runCLI(t, "plan", "--contract", "--database", db)
+	if code != 1 || !strings.Contains(errOut, "this layout is expanded: run up first") {
+		t.Fatalf("plan --contract on an expanded layout: exit %d\n%s\n%s", code, out, errOut)
 	}
 	code, _, errOut = runCLI(t, "up", "--database", db)
 	if code != 1 || !strings.Contains(errOut, "is of the old application version") || !strings.Contains(errOut, "--force") {
