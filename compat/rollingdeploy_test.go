@@ -377,15 +377,20 @@ func (d *deploy) compatWriters(pool *pgxpool.Pool, n int) *actors {
 			d.fail("compat writer", err)
 			return
 		}
-		for _, r := range res {
-			if r.Inserted() {
-				d.inserted.Add(1)
-				continue
-			}
-			c, _ := d.skipped.LoadOrStore(r.Skipped.Reason, new(atomic.Int64))
-			c.(*atomic.Int64).Add(1)
-		}
+		d.tally(res)
 	})
+}
+
+// tally counts a writer's results: inserted, or skipped by reason.
+func (d *deploy) tally(res []Result) {
+	for _, r := range res {
+		if r.Inserted() {
+			d.inserted.Add(1)
+			continue
+		}
+		c, _ := d.skipped.LoadOrStore(r.Skipped.Reason, new(atomic.Int64))
+		c.(*atomic.Int64).Add(1)
+	}
 }
 
 // compatSQLWriters are compatWriters through database/sql (pgx's stdlib
@@ -436,14 +441,7 @@ func (d *deploy) compatSQLWriters(pool *pgxpool.Pool, n int) *actors {
 			d.fail("compat writer (database/sql)", err)
 			return
 		}
-		for _, r := range res {
-			if r.Inserted() {
-				d.inserted.Add(1)
-				continue
-			}
-			c, _ := d.skipped.LoadOrStore(r.Skipped.Reason, new(atomic.Int64))
-			c.(*atomic.Int64).Add(1)
-		}
+		d.tally(res)
 	})
 }
 
