@@ -388,8 +388,8 @@ func (r *runner) preflight(ctx context.Context, direction string) (*inspection, 
 		fs = append(fs, vsf...)
 	}
 	if in.version != nil && in.version.state != "migrated" {
-		stopped := in.stoppedRun()
-		switch {
+		switch stopped := in.stoppedRun(); {
+		case stopped == "": // expanded: a resting state, not a stopped run
 		case in.direction() == direction:
 			note("stopped_run", "%s; this run finishes it", stopped)
 		case direction == "up" || direction == "down":
