@@ -448,12 +448,14 @@ const (
 	Migrated State = "migrated"
 	// Expanded: up --expand finished: every table still has unique_key and
 	// its unique rule, the counting indexes, the runtime's tables and the
-	// version schema exist (expand.go); up completes it.
+	// version schema exist (expand.go); up completes it. A complete that
+	// stopped before its cutover committed (it gave up waiting for its
+	// locks, or was interrupted) leaves the layout expanded too.
 	Expanded State = "expanded"
 )
 
 func (in *inspection) state() State {
-	if in.version != nil && in.version.state == "expanded" {
+	if in.version != nil && in.version.state == "expanded" || in.completeStoppedBeforeCutover() {
 		return Expanded
 	}
 	if in.version != nil && in.version.state != "migrated" {
@@ -557,7 +559,31 @@ func (in *inspection) stoppedRun() string {
 	if in.version.step == "" {
 		return run + " stopped half-way"
 	}
-	return fmt.Sprintf("%s stopped at step %s (started %s)", run, in.version.step, in.version.stepStartedAt.UTC().Format(time.RFC3339))
+	at := in.version.stepStartedAt.UTC().Format(time.RFC3339)
+	if in.completeStoppedBeforeCutover() {
+		return fmt.Sprintf("a complete (up on the expanded layout) stopped before its cutover committed, at step %s (started %s): it gave up waiting for its locks or was interrupted; nothing of the cutover was applied (every table still has unique_key and its unique rule, as up --expand left them)", in.version.step, at)
+	}
+	return fmt.Sprintf("%s stopped at step %s (started %s)", run, in.version.step, at)
+}
+
+// completeStoppedBeforeCutover says that a complete (up on an expanded
+// layout: its steps are recorded in the phase "complete") recorded its
+// intent and stopped before its cutover committed: the cutover renames
+// the key column of every table in one transaction, so while every table
+// still has unique_key nothing of it was applied, and the layout is what
+// up --expand left (a re-run of up completes it, down rolls it back). A
+// cutover that gives up after its attempts (*LockError) leaves exactly
+// this.
+func (in *inspection) completeStoppedBeforeCutover() bool {
+	if in.version == nil || in.version.state != "migrating" || !strings.HasPrefix(in.version.step, completePhase+" ") || len(in.tables) == 0 {
+		return false
+	}
+	for _, t := range in.tables {
+		if !t.columns[layout.LegacyKeyColumn] || t.columns[layout.KeyColumn] {
+			return false
+		}
+	}
+	return true
 }
 
 // drift lists what no longer matches a migrated layout: a counting index

@@ -120,3 +120,40 @@ func TestCutoverGivingUpNamesTheSessionsThatHeldItsTables(t *testing.T) {
 		t.Fatalf("up after the session ended: %v", err)
 	}
 }
+
+// TestDownAfterCompleteGaveUp: complete gives up while a session holds the
+// results table; the layout is still expanded (Status, and down's Before),
+// and down from there restores the legacy schema exactly.
+func TestDownAfterCompleteGaveUp(t *testing.T) {
+	ctx := context.Background()
+	s := legacy.PlainJobs
+	url := legacyDB(t, s)
+	before := takeSnapshot(t, url, s.Layout)
+	if _, err := migrations.Up(ctx, url, s.Layout, migrations.Options{Expand: true}); err != nil {
+		t.Fatal(err)
+	}
+	holder := sessionOn(t, url, "app-holding-results", s.Resolved.Schema)
+	if _, err := holder.Exec(ctx, "BEGIN; LOCK TABLE plainjobs_jobresult IN ROW EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := migrations.Up(ctx, url, s.Layout, migrations.Options{LockTimeout: 200 * time.Millisecond, MaxAttempts: 2})
+	var le *migrations.LockError
+	if !errors.As(err, &le) {
+		t.Fatalf("complete while a session holds the results table: %v; want a *LockError", err)
+	}
+	if _, err := holder.Exec(ctx, "ROLLBACK"); err != nil {
+		t.Fatal(err)
+	}
+	st, err := migrations.Status(ctx, url, s.Layout)
+	if err != nil || st.State != migrations.Expanded || st.Direction != "up" || !strings.Contains(st.Stopped, "before its cutover committed") {
+		t.Fatalf("status after complete gave up: %v %+v; want expanded, a complete stopped before its cutover", err, st)
+	}
+	var out strings.Builder
+	rep, err := migrations.Down(ctx, url, s.Layout, migrations.Options{Out: &out})
+	if err != nil || rep.Before != migrations.Expanded || rep.After != migrations.Legacy {
+		t.Fatalf("down after complete gave up: %v %+v\n%s", err, rep, out.String())
+	}
+	if d := before.diff(takeSnapshot(t, url, s.Layout)); d != "" {
+		t.Fatalf("down after complete gave up left a difference:\n%s\n%s", d, out.String())
+	}
+}

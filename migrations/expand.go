@@ -26,6 +26,10 @@ import (
 // queue in schema when Options.VersionSchema is empty: "<schema>_concurrency".
 func DefaultVersionSchema(schema string) string { return schema + "_concurrency" }
 
+// completePhase names the steps of up on an expanded layout in the intent
+// it records (and the steps of plan from the cutover on).
+const completePhase = "complete"
+
 // versionSchemaComment marks a schema as a version schema of this tool: a
 // schema of that name without it is someone else's and is never touched.
 const versionSchemaComment = "migrate-unique version schema"

@@ -272,7 +272,8 @@ type runner struct {
 	// laterLockWait).
 	deadlockTimeout time.Duration
 	// phase names the steps in the intent a run records, when it is not
-	// direction: "expand" or "contract" (expand.go).
+	// direction: "expand", "complete" (up on an expanded layout) or
+	// "contract" (expand.go).
 	phase string
 	// versionTable says the version table (with its step columns) exists,
 	// so that intent can be recorded in it.

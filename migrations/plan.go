@@ -145,7 +145,7 @@ func plan(ctx context.Context, databaseURL string, l layout.Layout, opts Options
 		if direction == "up" && !r.opts.Contract {
 			ps.Phase = "expand"
 			if s.phase == phaseComplete || s.phase >= phaseAnalyze && !expanding(in, r.opts) {
-				ps.Phase = "complete"
+				ps.Phase = completePhase
 			}
 		}
 		for _, t := range in.tables {

@@ -39,9 +39,12 @@ type StatusResult struct {
 	InvalidIndexes []string
 	// Saved lists the unique rules the cutover dropped and down restores.
 	Saved []SavedUnique
-	// Direction is "up" or "down" when State is PartlyMigrated because a
-	// run of that direction recorded its intent and did not finish; Stopped
-	// says where it stopped and Next what to run.
+	// Direction is "up" or "down" when a run of that direction recorded its
+	// intent and did not finish: State is then PartlyMigrated, or Expanded
+	// when a complete (up on an expanded layout) stopped before its
+	// cutover committed, having applied nothing of it (it gave up waiting
+	// for its locks, or was interrupted). Stopped says where it stopped and
+	// Next what to run.
 	Direction, Stopped, Next string
 	// Drift lists what no longer matches a migrated layout (a counting index
 	// missing or invalid, a unique rule back on the key, a runtime table
@@ -111,6 +114,8 @@ func Status(ctx context.Context, databaseURL string, l layout.Layout) (*StatusRe
 		res.Next = "run up --contract again to finish it"
 	case res.State == Expanded && len(res.Drift) > 0:
 		res.Next = "run up --expand to repair the drift"
+	case in.completeStoppedBeforeCutover() && len(res.UpRefusals) == 0:
+		res.Next = fmt.Sprintf("run up again to complete (it refuses while the old version writes; if it gave up waiting for its locks, run it once the sessions its error named are done, or with a longer --lock-timeout or more --max-attempts), or down to roll back; the new version goes on with search_path = %s, %s meanwhile", layout.Ident(res.VersionSchema), layout.Ident(r.l.Schema))
 	case res.State == Expanded && len(res.UpRefusals) == 0:
 		res.Next = fmt.Sprintf("deploy the new version with search_path = %s, %s; once no instance of the old version runs, run up to complete (it refuses while the old version writes); or down to roll back", layout.Ident(res.VersionSchema), layout.Ident(r.l.Schema))
 	case len(res.UpRefusals) > 0 && res.Direction == "down":

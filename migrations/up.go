@@ -41,6 +41,12 @@ func Up(ctx context.Context, databaseURL string, l layout.Layout, opts Options) 
 		}
 		return rep, err
 	}
+	if rep.Before == Expanded && !r.opts.Expand {
+		// Complete: its steps are recorded in this phase, so that status
+		// tells a complete stopped before its cutover (still expanded)
+		// from an up stopped half-way (completeStoppedBeforeCutover).
+		r.phase = completePhase
+	}
 	if r.opts.Expand && !in.needsCutover() && rep.Before != Expanded {
 		r.printf("the cutover is done already: nothing to expand; up goes on as without --expand\n")
 	}

@@ -118,3 +118,60 @@ func TestRollingDeployCommands(t *testing.T) {
 		}
 	}
 }
+
+// TestCompleteThatGaveUpIsStillExpanded: complete (up on an expanded
+// layout) gives up while a session holds a lock on the results table
+// (exit 1, nothing applied). status, text and --json, and plan then say
+// the layout is expanded, that a complete stopped before its cutover and
+// applied nothing, and to run up again; once the session ends, up
+// completes it (expanded -> migrated).
+func TestCompleteThatGaveUpIsStillExpanded(t *testing.T) {
+	ctx := context.Background()
+	db := plainJobsDB(t)
+	if code, out, errOut := runCLI(t, "up", "--expand", "--database", db); code != 0 {
+		t.Fatalf("up --expand: exit %d\n%s\n%s", code, out, errOut)
+	}
+	holder := testdb.Connect(t, db)
+	if _, err := holder.Exec(ctx, "BEGIN; LOCK TABLE plainjobs_jobresult IN ROW EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCLI(t, "up", "--lock-timeout", "200ms", "--max-attempts", "2", "--database", db)
+	if code != 1 || !strings.Contains(errOut, "could not take its locks in 2 attempts") || !strings.Contains(errOut, "nothing of this step was applied") || strings.Contains(out, "preflight note: ;") {
+		t.Fatalf("complete while a session holds the results table: exit %d\n%s\n%s; want exit 1, giving up after 2 attempts", code, out, errOut)
+	}
+
+	code, out, _ = runCLI(t, "status", "--database", db)
+	for _, want := range []string{
+		"state:    expanded\n",
+		"stopped:  a complete (up on the expanded layout) stopped before its cutover committed, at step complete ",
+		"nothing of the cutover was applied",
+		"next:     run up again to complete (",
+		"table:    \"public\".\"plainjobs_jobrequest\": key column unique_key",
+	} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Fatalf("status after complete gave up: exit %d, want %q in:\n%s", code, want, out)
+		}
+	}
+	if strings.Contains(out, "partly migrated") {
+		t.Fatalf("status after complete gave up says partly migrated:\n%s", out)
+	}
+	var st statusJSONResult
+	mustJSON(t, 0, &st, "status", "--json", "--database", db)
+	if st.State != "expanded" || st.Direction != "up" || !strings.Contains(st.Stopped, "before its cutover committed") ||
+		!strings.HasPrefix(st.Next, "run up again to complete") || st.VersionSchema == nil || *st.VersionSchema != "public_concurrency" || len(st.Drift) != 0 {
+		t.Fatalf("status --json after complete gave up: %+v", st)
+	}
+	var plan planJSON
+	mustJSON(t, 0, &plan, "plan", "--json", "--database", db)
+	if plan.State != "expanded" {
+		t.Fatalf("plan --json after complete gave up: state %q, want expanded", plan.State)
+	}
+
+	if _, err := holder.Exec(ctx, "ROLLBACK"); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut = runCLI(t, "up", "--database", db)
+	if code != 0 || !strings.Contains(out, "expanded -> migrated") || strings.Contains(out, "preflight note: ;") {
+		t.Fatalf("up after the session ended: exit %d\n%s\n%s; want expanded -> migrated", code, out, errOut)
+	}
+}
