@@ -113,7 +113,16 @@ func (r *runner) runPartitioned(ctx context.Context, s step) error {
 			pidx := pgx.Identifier{p.schema, name}.Sanitize()
 			pi.building = pidx
 			r.printf("%s: partition %s: %s\n", s.name, p.quoted(), pidx)
-			if err := r.runConcurrent(ctx, step{name: s.name, sql: sql, index: pidx, unique: pi.unique}); err != nil {
+			// Through runStep, so that a build PostgreSQL cancels as a
+			// deadlock victim is built again (its INVALID leftover dropped
+			// first): a CREATE TABLE ... PARTITION OF on a table with a
+			// DEFAULT partition waits for the build's lock on the DEFAULT
+			// partition while the build waits for the create's snapshot.
+			build := step{name: s.name + ": partition " + p.quoted(), kind: stepConcurrent, sql: sql, index: pidx, unique: pi.unique}
+			restore := r.deadlockVictimFirst(ctx)
+			_, _, err = r.runStep(ctx, build)
+			restore()
+			if err != nil {
 				return fmt.Errorf("build %s on partition %s: %w", pidx, p.quoted(), err)
 			}
 			attach := step{name: s.name + ": attach " + pidx, kind: stepTx, sql: "ALTER INDEX " + index + " ATTACH PARTITION " + pidx}
@@ -122,6 +131,28 @@ func (r *runner) runPartitioned(ctx context.Context, s step) error {
 			}
 		}
 	}
+}
+
+// victimDeadlockTimeout is the deadlock_timeout of the run's session while
+// it builds a partition's index (see deadlockVictimFirst).
+const victimDeadlockTimeout = "50ms"
+
+// deadlockVictimFirst lowers the session's deadlock_timeout for a
+// partition's build, where the role may (a superuser, or one granted SET
+// on it), and returns what restores it. A build on the DEFAULT partition
+// closes a cycle with a CREATE TABLE ... PARTITION OF (it holds ACCESS
+// EXCLUSIVE on the parent and waits for the build's lock on the DEFAULT
+// partition, which it scans) and the writers queued behind the create
+// (the build waits for their snapshots). PostgreSQL cancels the session
+// whose deadlock_timeout runs out first once the cycle is closed: the
+// build's, which closes it, runs out before a writer's unless that writer
+// began waiting within a hair (1s minus 50ms) before; the build is then
+// built again (runStep), and the writers and the create go on.
+func (r *runner) deadlockVictimFirst(ctx context.Context) (restore func()) {
+	if _, err := r.conn.Exec(ctx, "SET deadlock_timeout = '"+victimDeadlockTimeout+"'"); err != nil {
+		return func() {}
+	}
+	return func() { _, _ = r.conn.Exec(ctx, "RESET deadlock_timeout") }
 }
 
 // indexState says whether the quoted index exists and is valid.
