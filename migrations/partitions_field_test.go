@@ -213,7 +213,9 @@ func TestPartmanQueueWithADefaultPartitionUpAndDown(t *testing.T) {
 	// their snapshots: a deadlock, whose victim is the build (its session's
 	// deadlock_timeout is shorter), built again.
 	premake := "SELECT 1"
-	opts := migrations.Options{OnRetry: func(step string, attempt int, _ time.Duration, err error) { t.Logf("retry %d of %s: %v", attempt, step, err) }}
+	opts := migrations.Options{OnRetry: func(step string, attempt int, _ time.Duration, err error) {
+		t.Logf("retry %d of %s: %v", attempt, step, err)
+	}}
 	during := whenIndexExists(ctx, upDone, url, "jobs.job_request_concurrency_key_idx", append([]string{premake, created(days)}, loaded(days+1, "unique_key")...)...)
 	rep, err := migrations.Up(ctx, url, partmanLayout, opts)
 	close(upDone)
