@@ -111,6 +111,9 @@ func (r *runner) runPartitioned(ctx context.Context, s step) error {
 				return err
 			}
 			pidx := pgx.Identifier{p.schema, name}.Sanitize()
+			if err := r.freeName(ctx, s.name, pidx, p); err != nil {
+				return err
+			}
 			pi.building = pidx
 			r.printf("%s: partition %s: %s\n", s.name, p.quoted(), pidx)
 			// Through runStep, so that a build PostgreSQL cancels as a
@@ -131,6 +134,54 @@ func (r *runner) runPartitioned(ctx context.Context, s step) error {
 			}
 		}
 	}
+}
+
+// freeName makes sure the quoted index name pidx, which the run is about to
+// build on partition p, is free or already p's: an index of that name on
+// another table would pass for the build and fail its attach. PostgreSQL
+// names the index it builds on a partition created or attached later from
+// the partition's name and the index's column names, cut to 63 bytes, and
+// the columns keep the name they had when the index was built: on a
+// partition whose long name shares its first bytes with another's, the
+// index up's counting index gets may take the name of the unique rule up
+// dropped on the other, which down rebuilds under that name. Such an index
+// of the run's own (attached to a counting, prefix or probe index of the
+// layout) is renamed out of the way, to the name the run gives it; any
+// other stops the run, naming it.
+func (r *runner) freeName(ctx context.Context, stepName, pidx string, p partitionRef) error {
+	var table, attachedTo, parentName string
+	var onP bool
+	err := r.conn.QueryRow(ctx, `SELECT x.indrelid::pg_catalog.regclass::pg_catalog.text, x.indrelid OPERATOR(pg_catalog.=) $2::pg_catalog.int8::pg_catalog.oid,
+       coalesce((SELECT pp.relname::pg_catalog.text FROM pg_catalog.pg_inherits i JOIN pg_catalog.pg_class pp ON pp.oid OPERATOR(pg_catalog.=) i.inhparent
+                 WHERE i.inhrelid OPERATOR(pg_catalog.=) x.indexrelid), ''),
+       coalesce((SELECT t.relname::pg_catalog.text FROM pg_catalog.pg_class t WHERE t.oid OPERATOR(pg_catalog.=) x.indrelid), '')
+FROM pg_catalog.pg_index x WHERE x.indexrelid OPERATOR(pg_catalog.=) pg_catalog.to_regclass($1::pg_catalog.text)`, pidx, int64(p.oid)).Scan(&table, &onP, &attachedTo, &parentName)
+	if errors.Is(err, pgx.ErrNoRows) || err == nil && onP {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read index %s: %w", pidx, err)
+	}
+	suffix := ""
+	for _, ci := range ourIndexes(r.l) {
+		for _, sfx := range []string{"_concurrency_key_c_idx", "_concurrency_key_idx"} {
+			if attachedTo == ci.name && suffix == "" && strings.HasSuffix(ci.name, sfx) {
+				suffix = sfx
+			}
+		}
+	}
+	if attachedTo == probeIndexName(r.l.SkipTable()) {
+		suffix = "_concurrency_skip_probe_idx"
+	}
+	to := indexName(parentName, suffix)
+	if suffix == "" || (pgx.Identifier{p.schema, to}.Sanitize()) == pidx {
+		return fmt.Errorf("partition %s: the name of the index to build on it, %s, is taken by an index on %s; rename that index (ALTER INDEX %s RENAME TO ...) and run again",
+			p.quoted(), pidx, table, pidx)
+	}
+	rename := step{name: stepName + ": rename " + pidx + " on " + table + " out of the way", kind: stepTx, sql: "ALTER INDEX " + pidx + " RENAME TO " + layout.Ident(to) + ";"}
+	r.printf("%s: %s, the name of the index to build on partition %s, is the name PostgreSQL gave the index it built on %s; renaming it to %s\n", stepName, pidx, p.quoted(), table, layout.Ident(to))
+	_, _, err = r.runStep(ctx, rename)
+	return err
 }
 
 // victimDeadlockTimeout is the deadlock_timeout of the run's session while
