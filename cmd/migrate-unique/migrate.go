@@ -159,7 +159,7 @@ func describeLayout(l layout.Resolved) string {
 	return s
 }
 
-const planUsage = `plan [layout flags] [--database URL] [--lock-timeout 2s] [--max-attempts 10] [--long-transaction 1m] [--down [--drop-operator-data]] [--expand | --contract] [--version-schema NAME] [--force] [--old-app-name NAME] [--summary] [--json]
+const planUsage = `plan [layout flags] [--database URL] [--lock-timeout 2s] [--max-attempts 30] [--long-transaction 1m] [--down [--drop-operator-data]] [--expand | --contract] [--version-schema NAME] [--force] [--old-app-name NAME] [--summary] [--json]
 
 Shows, changing nothing, what up (with --down: down) would do: the preflight
 findings, then each step with its SQL, its lock level, the size of the
@@ -332,7 +332,7 @@ func summaryLine(s migrations.PlannedStep) string {
 	return line + ": " + s.Lock
 }
 
-const upUsage = `up [layout flags] [--database URL] [--lock-timeout 2s] [--max-attempts 10] [--long-transaction 1m] [--expand [--version-schema NAME] | --contract] [--force] [--old-app-name NAME] [--json]
+const upUsage = `up [layout flags] [--database URL] [--lock-timeout 2s] [--max-attempts 30] [--long-transaction 1m] [--expand [--version-schema NAME] | --contract] [--force] [--old-app-name NAME] [--json]
 
 Runs the migration online: counting indexes built CONCURRENTLY, one short
 cutover transaction (rename unique_key to concurrency_key, drop the unique
@@ -351,7 +351,7 @@ func runUp(ctx context.Context, e *env, args []string) error {
 	return runMigration(ctx, e, "up", upUsage, args, migrations.Up)
 }
 
-const downUsage = `down [layout flags] [--database URL] [--lock-timeout 2s] [--max-attempts 10] [--long-transaction 1m] [--drop-operator-data] [--drain [--drain-timeout 10m]] [--to-expanded] [--json]
+const downUsage = `down [layout flags] [--database URL] [--lock-timeout 2s] [--max-attempts 30] [--long-transaction 1m] [--drop-operator-data] [--drain [--drain-timeout 10m]] [--to-expanded] [--json]
 
 Rolls the migration back online. First a read-only scan: if any group has
 more rows than the old unique rule allows, down refuses, lists every such
