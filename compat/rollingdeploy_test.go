@@ -248,11 +248,29 @@ func (d *deploy) fail(source string, err error) {
 // pool opens a pool named app; searchPath "" keeps the server's.
 func (d *deploy) pool(app, searchPath string, conns int32) *pgxpool.Pool {
 	d.t.Helper()
-	cfg, err := pgxpool.ParseConfig(d.url)
+	return d.poolOn(d.url, app, searchPath, conns, pgx.QueryExecModeCacheStatement)
+}
+
+// poolOn opens a pool named app on url in exec mode mode (behind a
+// transaction pooler, QueryExecModeExec).
+func (d *deploy) poolOn(url, app, searchPath string, conns int32, mode pgx.QueryExecMode) *pgxpool.Pool {
+	d.t.Helper()
+	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		d.t.Fatal(err)
 	}
 	cfg.MaxConns = conns
+	cfg.ConnConfig.DefaultQueryExecMode = mode
+	if mode == pgx.QueryExecModeExec {
+		// Exec mode (what a transaction pooler needs) infers each
+		// parameter's type from its Go type: the ORM's uuids and JSON
+		// arrive as pgx reads them back.
+		cfg.AfterConnect = func(_ context.Context, c *pgx.Conn) error {
+			c.TypeMap().RegisterDefaultPgType([16]uint8{}, "uuid")
+			c.TypeMap().RegisterDefaultPgType(map[string]any{}, "jsonb")
+			return nil
+		}
+	}
 	cfg.ConnConfig.RuntimeParams["application_name"] = app
 	if searchPath != "" {
 		cfg.ConnConfig.RuntimeParams["search_path"] = searchPath
@@ -341,6 +359,12 @@ func (d *deploy) newWriters(pool *pgxpool.Pool, n int) *actors {
 // compatWriters enqueue through one compat client made before the deploy:
 // single, batch, and in a caller's transaction.
 func (d *deploy) compatWriters(pool *pgxpool.Pool, n int) *actors {
+	return d.compatWritersWith(d.compat, pool, n)
+}
+
+// compatWritersWith are compatWriters through client c, the caller's
+// transactions on pool.
+func (d *deploy) compatWritersWith(c *Client, pool *pgxpool.Pool, n int) *actors {
 	return d.start(n, func(ctx context.Context, i, round int) {
 		time.Sleep(writerPace)
 		charge := func(k int) Job {
@@ -350,7 +374,7 @@ func (d *deploy) compatWriters(pool *pgxpool.Pool, n int) *actors {
 		var err error
 		switch round % 4 {
 		case 0:
-			res, err = d.compat.EnqueueMany(ctx, []Job{charge(round), charge(round + 1), charge(round), {Class: syncClass, Value: Limit(syncKeys[round%2]+fmt.Sprint(round%7), 1), Args: PlainArgs{}}})
+			res, err = c.EnqueueMany(ctx, []Job{charge(round), charge(round + 1), charge(round), {Class: syncClass, Value: Limit(syncKeys[round%2]+fmt.Sprint(round%7), 1), Args: PlainArgs{}}})
 		case 1:
 			// The caller's transaction: run again when a migration phase
 			// aborted it (ErrLayoutChanged), as the docs say.
@@ -360,7 +384,7 @@ func (d *deploy) compatWriters(pool *pgxpool.Pool, n int) *actors {
 						return err
 					}
 					var err error
-					res, err = d.compat.EnqueueManyTx(ctx, Pgx(tx), []Job{charge(round + i)})
+					res, err = c.EnqueueManyTx(ctx, Pgx(tx), []Job{charge(round + i)})
 					return err
 				})
 				if !errors.Is(err, ErrLayoutChanged) {
@@ -370,7 +394,7 @@ func (d *deploy) compatWriters(pool *pgxpool.Pool, n int) *actors {
 			}
 		default:
 			var r Result
-			r, err = d.compat.Enqueue(ctx, charge(round+i))
+			r, err = c.Enqueue(ctx, charge(round+i))
 			res = []Result{r}
 		}
 		if err != nil {
@@ -399,6 +423,12 @@ func (d *deploy) tally(res []Result) {
 func (d *deploy) compatSQLWriters(pool *pgxpool.Pool, n int) *actors {
 	db := stdlib.OpenDBFromPool(pool)
 	d.t.Cleanup(func() { db.Close() })
+	return d.compatSQLWritersOn(db, "compat writer (database/sql)", n)
+}
+
+// compatSQLWritersOn are compatSQLWriters on db, any database/sql driver;
+// their failures are reported as source.
+func (d *deploy) compatSQLWritersOn(db *sql.DB, source string, n int) *actors {
 	c, err := NewClient(SQL(db), legacy.PlainJobs.Layout)
 	if err != nil {
 		d.t.Fatal(err)
@@ -438,7 +468,7 @@ func (d *deploy) compatSQLWriters(pool *pgxpool.Pool, n int) *actors {
 			res = []Result{r}
 		}
 		if err != nil {
-			d.fail("compat writer (database/sql)", err)
+			d.fail(source, err)
 			return
 		}
 		d.tally(res)

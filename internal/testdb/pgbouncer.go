@@ -2,6 +2,8 @@ package testdb
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -38,6 +40,12 @@ type Bouncer struct {
 
 	dir string
 	cmd *exec.Cmd
+
+	// mu guards ini and the auth file, which PgBouncerAs extends: ini is
+	// the configuration as written, server the address of its databases.
+	mu     sync.Mutex
+	ini    string
+	server string
 }
 
 var (
@@ -146,6 +154,7 @@ func StartPgBouncer(ctx context.Context, srv *Server) (*Bouncer, error) {
 		"pidfile = " + filepath.Join(b.dir, "pgbouncer.pid"),
 		"",
 	}, "\n")
+	b.ini, b.server = ini, fmt.Sprintf("host=%s port=%d", iniValue(cfg.Host), cfg.Port)
 	users := fmt.Sprintf("%q \"\"\n", cfg.User)
 	for name, text := range map[string]string{"pgbouncer.ini": ini, "userlist.txt": users} {
 		p := filepath.Join(b.dir, name)
@@ -189,6 +198,64 @@ func StartPgBouncer(ctx context.Context, srv *Server) (*Bouncer, error) {
 		}
 	}
 	return b, nil
+}
+
+// PgBouncerAs returns a URL that reaches the database at dbURL through the
+// test process's PgBouncer (transaction pool mode) as dbURL's user on the
+// server too. The pooler's wildcard entry logs every client in to the
+// server as the harness's own user, so that the role settings of the
+// client's user (ALTER ROLE ... SET search_path) would not apply; this adds
+// a database entry of its own (named after dbURL's database and user) that
+// logs in as the client's user, with that user (and its password, for the
+// server) in the pooler's auth file, and reloads the pooler.
+func PgBouncerAs(t TB, dbURL string) string {
+	t.Helper()
+	via := PgBouncer(t, dbURL)
+	cfg, err := pgconn.ParseConfig(dbURL)
+	if err != nil {
+		t.Fatalf("pgbouncer: parse the database URL: %v", err)
+	}
+	sum := sha256.Sum256([]byte(cfg.Database + "\x00" + cfg.User))
+	alias := "mu_as_" + hex.EncodeToString(sum[:8])
+	b := bouncer
+	b.mu.Lock()
+	entry := fmt.Sprintf("%s = %s dbname=%s", alias, b.server, iniValue(cfg.Database))
+	if !strings.Contains(b.ini, "\n"+entry+"\n") {
+		b.ini = strings.Replace(b.ini, "[databases]\n", "[databases]\n"+entry+"\n", 1)
+		err = os.WriteFile(filepath.Join(b.dir, "pgbouncer.ini"), []byte(b.ini), 0o600)
+		if err == nil {
+			var f *os.File
+			if f, err = os.OpenFile(filepath.Join(b.dir, "userlist.txt"), os.O_APPEND|os.O_WRONLY, 0o600); err == nil {
+				_, err = fmt.Fprintf(f, "%q %q\n", cfg.User, cfg.Password)
+				err = errors.Join(err, f.Close())
+			}
+		}
+		if err == nil {
+			err = b.cmd.Process.Signal(syscall.SIGHUP)
+		}
+	}
+	b.mu.Unlock()
+	if err != nil {
+		t.Fatalf("pgbouncer: add %s as %s: %v", alias, cfg.User, err)
+	}
+	u, err := url.Parse(via)
+	if err != nil {
+		t.Fatalf("pgbouncer: %v", err)
+	}
+	u.Path = "/" + alias
+	// The reload is asynchronous: wait until the pooler lets the user in.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		conn, err := pgconn.Connect(context.Background(), u.String())
+		if err == nil {
+			conn.Close(context.Background())
+			return u.String()
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pgbouncer: %s as %s after the reload: %v", alias, cfg.User, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // Stop ends the pooler and removes its directory.
