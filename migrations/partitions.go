@@ -227,6 +227,10 @@ FROM pg_catalog.pg_inherits i
 JOIN pg_catalog.pg_class p ON p.oid OPERATOR(pg_catalog.=) i.inhrelid
 JOIN pg_catalog.pg_namespace pn ON pn.oid OPERATOR(pg_catalog.=) p.relnamespace
 WHERE i.inhparent OPERATOR(pg_catalog.=) pg_catalog.to_regclass($1::pg_catalog.text)
+  -- A partition pending detach (PostgreSQL 14+: an interrupted DETACH ...
+  -- CONCURRENTLY) is no longer read through the parent, the parent's index
+  -- is valid without it, and PostgreSQL refuses to attach an index of it.
+  AND NOT coalesce((pg_catalog.to_jsonb(i) OPERATOR(pg_catalog.->>) 'inhdetachpending')::pg_catalog.bool, false)
   AND ($2::pg_catalog.text OPERATOR(pg_catalog.=) '' OR NOT EXISTS (
       SELECT 1 FROM pg_catalog.pg_inherits ii JOIN pg_catalog.pg_index cx ON cx.indexrelid OPERATOR(pg_catalog.=) ii.inhrelid
       WHERE ii.inhparent OPERATOR(pg_catalog.=) pg_catalog.to_regclass($2::pg_catalog.text) AND cx.indrelid OPERATOR(pg_catalog.=) p.oid))

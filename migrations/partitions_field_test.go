@@ -396,3 +396,110 @@ ANALYZE %s;`, qt, strings.ReplaceAll(qt, "'", "''"), qt)
 		t.Errorf("the partition created after up lacks the unique rule after down: %q", afterParts[late])
 	}
 }
+
+// pendingDetach leaves partition of parent detached half-way, as an
+// interrupted ALTER TABLE ... DETACH PARTITION ... CONCURRENTLY leaves it
+// (PostgreSQL 14 and later): its first transaction committed, marking it
+// pending, and the command was cancelled while it waited for an older
+// transaction. Queries on the parent no longer read it.
+func pendingDetach(t *testing.T, ctx context.Context, url, parent, partition string) {
+	t.Helper()
+	holder := testdb.Connect(t, url)
+	tx, err := holder.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck
+	if _, err := tx.Exec(ctx, "SELECT count(*) FROM "+parent); err != nil {
+		t.Fatal(err)
+	}
+	detacher := testdb.Connect(t, url)
+	var pid int
+	if err := detacher.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := detacher.Exec(ctx, "ALTER TABLE "+parent+" DETACH PARTITION "+partition+" CONCURRENTLY")
+		done <- err
+	}()
+	conn := testdb.Connect(t, url)
+	for {
+		var pending bool
+		if err := conn.QueryRow(ctx, "SELECT coalesce((SELECT inhdetachpending FROM pg_inherits WHERE inhrelid = $1::regclass), false)", partition).Scan(&pending); err != nil {
+			t.Fatal(err)
+		}
+		if pending {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("the detach ended before it was pending: %v", err)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if _, err := conn.Exec(ctx, "SELECT pg_cancel_backend($1)", pid); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err == nil {
+		t.Fatal("the detach finished: want it cancelled while pending")
+	}
+}
+
+// A partition whose DETACH ... CONCURRENTLY was interrupted (pending, no
+// longer read through the parent, not yet detached) is not the queue's:
+// up and down build nothing on it (PostgreSQL refuses to attach an index
+// of it, and the parent's index is valid without it), and the round trip
+// restores every other partition exactly. Once the detach is finished
+// (FINALIZE), the table stands alone with its rows.
+func TestPendingDetachDuringUpAndDown(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	srv, err := testdb.Shared()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := srv.ServerVersion(ctx); err != nil || v.Major() < 14 {
+		t.Skipf("DETACH PARTITION ... CONCURRENTLY is PostgreSQL 14 and later (server %v, %v)", v, err)
+	}
+	url := testdb.New(t)
+	conn := testdb.Connect(t, url)
+	if _, err := conn.Exec(ctx, partitionedPlainJobs(4)); err != nil {
+		t.Fatal(err)
+	}
+	beforeParts := partitionIndexes(t, conn, "pq.jobrequest")
+	pendingDetach(t, ctx, url, "pq.jobrequest", "pq.jobrequest_p3")
+	if _, err := migrations.Up(ctx, url, partitionedLayout, migrations.Options{}); err != nil {
+		t.Fatalf("up with a partition pending detach: %v", err)
+	}
+	if st, err := migrations.Status(ctx, url, partitionedLayout); err != nil || st.State != migrations.Migrated || len(st.Drift) != 0 {
+		t.Fatalf("status after up: %v, %+v", err, st)
+	}
+	// One detach may be pending at a time: this one is finished, and
+	// another left pending before down.
+	if _, err := conn.Exec(ctx, "ALTER TABLE pq.jobrequest DETACH PARTITION pq.jobrequest_p3 FINALIZE"); err != nil {
+		t.Fatalf("finish the detach of p3: %v", err)
+	}
+	pendingDetach(t, ctx, url, "pq.jobrequest", "pq.jobrequest_p2")
+	if _, err := migrations.Down(ctx, url, partitionedLayout, migrations.Options{}); err != nil {
+		t.Fatalf("down with partitions pending detach: %v", err)
+	}
+	afterParts := partitionIndexes(t, conn, "pq.jobrequest")
+	for _, p := range []string{"pq.jobrequest_p0", "pq.jobrequest_p1"} {
+		if got, want := strings.Join(afterParts[p], "\n"), strings.Join(beforeParts[p], "\n"); got != want {
+			t.Errorf("partition %s's indexes after down:\n%s\nwant (before up):\n%s", p, got, want)
+		}
+	}
+	if _, err := conn.Exec(ctx, "ALTER TABLE pq.jobrequest DETACH PARTITION pq.jobrequest_p2 FINALIZE"); err != nil {
+		t.Fatalf("finish the detach of p2: %v", err)
+	}
+	for _, p := range []string{"pq.jobrequest_p2", "pq.jobrequest_p3"} {
+		var n int
+		if err := conn.QueryRow(ctx, "SELECT count(*) FROM "+p).Scan(&n); err != nil || n == 0 {
+			t.Errorf("%s once detached: %d rows, %v", p, n, err)
+		}
+	}
+	if _, err := conn.Exec(ctx, `INSERT INTO pq.jobrequest (created_at, job_class, unique_key) VALUES ($1::timestamptz, 'app.X', 'dup'), ($1::timestamptz, 'app.X', 'dup')`, month(1)); err == nil {
+		t.Error("after down, a duplicate was accepted")
+	}
+}
