@@ -503,3 +503,88 @@ func TestPendingDetachDuringUpAndDown(t *testing.T) {
 		t.Error("after down, a duplicate was accepted")
 	}
 }
+
+// A migration role that is no superuser but owns the tables (a member of
+// their owner, as on a managed server) migrates a partitioned queue up and
+// down exactly. A partition owned by another role (pg_partman's
+// maintenance run as another role makes them) is refused before any
+// change, naming the partition, its owner and the statements that fix it:
+// PostgreSQL checks each partition's owner in the rename and the builds,
+// and would stop the run half-way.
+func TestPartitionOfAnotherOwnerAndANonSuperuserOwner(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	url := testdb.New(t)
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := "mu_pm_" + strings.ReplaceAll(cfg.Database, "-", "_")
+	if len(other) > 63 {
+		other = other[:63]
+	}
+	conn := testdb.Connect(t, url)
+	if _, err := conn.Exec(ctx, "CREATE ROLE "+layout.Ident(other)+" NOLOGIN"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, partitionedPlainJobs(4)); err != nil {
+		t.Fatal(err)
+	}
+	roles := testdb.ManagedRoles(t, url, "pq")
+	// Registered after ManagedRoles: runs before its cleanup drops the
+	// database.
+	t.Cleanup(func() {
+		c, err := pgx.Connect(context.Background(), url)
+		if err != nil {
+			t.Log(err)
+			return
+		}
+		defer c.Close(context.Background())
+		if _, err := c.Exec(context.Background(), "REASSIGN OWNED BY "+layout.Ident(other)+" TO "+layout.Ident(roles.Owner)+"; DROP OWNED BY "+layout.Ident(other)+"; DROP ROLE "+layout.Ident(other)); err != nil {
+			t.Log(err)
+		}
+	})
+	if _, err := conn.Exec(ctx, "ALTER TABLE pq.jobrequest_p2 OWNER TO "+layout.Ident(other)); err != nil {
+		t.Fatal(err)
+	}
+	before := takeSnapshot(t, url, partitionedLayout)
+	beforeParts := partitionIndexes(t, conn, "pq.jobrequest")
+	_, err = migrations.Up(ctx, roles.MigratorURL, partitionedLayout, migrations.Options{})
+	if !contains(fmt.Sprint(err), `does not own pq.jobrequest_p2, a partition of pq.jobrequest (its owner is `+other, "GRANT "+other+" TO "+roles.Migrator,
+		"ALTER TABLE pq.jobrequest_p2 OWNER TO "+roles.Owner) {
+		t.Fatalf("up with a partition of another owner: %v; want the refusal naming it", err)
+	}
+	if d := before.diff(takeSnapshot(t, url, partitionedLayout)); d != "" {
+		t.Fatalf("the refused up changed the database:\n%s", d)
+	}
+	if _, err := conn.Exec(ctx, "ALTER TABLE pq.jobrequest_p2 OWNER TO "+layout.Ident(roles.Owner)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := migrations.Up(ctx, roles.MigratorURL, partitionedLayout, migrations.Options{}); err != nil {
+		t.Fatalf("up as the tables' owner, no superuser: %v", err)
+	}
+	if st, err := migrations.Status(ctx, roles.MigratorURL, partitionedLayout); err != nil || st.State != migrations.Migrated || len(st.Drift) != 0 {
+		t.Fatalf("status after up: %v, %+v", err, st)
+	}
+	if _, err := conn.Exec(ctx, "ALTER TABLE pq.jobrequest_p3 OWNER TO "+layout.Ident(other)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := migrations.Down(ctx, roles.MigratorURL, partitionedLayout, migrations.Options{}); !contains(fmt.Sprint(err), "does not own pq.jobrequest_p3") {
+		t.Fatalf("down with a partition of another owner: %v; want the refusal naming it", err)
+	}
+	if _, err := conn.Exec(ctx, "ALTER TABLE pq.jobrequest_p3 OWNER TO "+layout.Ident(roles.Owner)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := migrations.Down(ctx, roles.MigratorURL, partitionedLayout, migrations.Options{}); err != nil {
+		t.Fatalf("down as the tables' owner, no superuser: %v", err)
+	}
+	if d := before.diff(takeSnapshot(t, url, partitionedLayout)); d != "" {
+		t.Errorf("the round trip changed the database:\n%s", d)
+	}
+	afterParts := partitionIndexes(t, conn, "pq.jobrequest")
+	for p, defs := range beforeParts {
+		if got, want := strings.Join(afterParts[p], "\n"), strings.Join(defs, "\n"); got != want {
+			t.Errorf("partition %s's indexes after down:\n%s\nwant (before up):\n%s", p, got, want)
+		}
+	}
+}

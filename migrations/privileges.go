@@ -69,7 +69,16 @@ type access struct {
 	// versionExists says the version table exists: it is then used as it
 	// is, whoever made it (see setRoleForVersionTable).
 	versionExists bool
+	// foreignPartitions are the partitions (at any level) of the layout's
+	// partitioned tables whose owner's privileges the connected role does
+	// not have: the rename, the skip-metadata column and the index builds
+	// reach every partition, and PostgreSQL checks each one's owner.
+	foreignPartitions []foreignPartition
 }
+
+// foreignPartition is a partition the connected role cannot act on as its
+// owner: quoted names of it, its layout table and its owner.
+type foreignPartition struct{ partition, table, tableName, owner string }
 
 // grant is one GRANT statement of up.
 type grant struct {
@@ -133,6 +142,32 @@ WHERE n.nspname = $1 AND c.relname = ANY ($2) AND c.relkind IN ('r', 'p')`, l.Sc
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read the owners of the layout's tables: %w", err)
+	}
+	// A partition owned by another role (pg_partman's maintenance run by
+	// another role makes them): PostgreSQL refuses the rename and the
+	// builds on it ("must be owner of table"), half-way through.
+	rows, err = q.Query(ctx, `SELECT format('%I.%I', pn.nspname, p.relname), format('%I.%I', n.nspname, c.relname), c.relname::text, quote_ident(pg_get_userbyid(p.relowner)),
+       pg_has_role(p.relowner, $3), pg_has_role(p.relowner, 'MEMBER')
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace, pg_partition_tree(c.oid) AS pt
+JOIN pg_class p ON p.oid = pt.relid JOIN pg_namespace pn ON pn.oid = p.relnamespace
+WHERE n.nspname = $1 AND c.relname = ANY ($2) AND c.relkind = 'p' AND pt.relid <> c.oid AND NOT pg_has_role(p.relowner, 'USAGE')
+ORDER BY 2, 1`, l.Schema, l.Tables(), setRole)
+	if err != nil {
+		return nil, fmt.Errorf("read the owners of the partitions of the layout's tables: %w", err)
+	}
+	for rows.Next() {
+		var fp foreignPartition
+		var canSet, member bool
+		if err := rows.Scan(&fp.partition, &fp.table, &fp.tableName, &fp.owner, &canSet, &member); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("read the owners of the partitions of the layout's tables: %w", err)
+		}
+		a.foreignPartitions = append(a.foreignPartitions, fp)
+		a.canSet[fp.owner], a.member[fp.owner] = canSet, member
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read the owners of the partitions of the layout's tables: %w", err)
 	}
 	a.queueOwner = a.owners[l.Tables()[0]]
 	a.canBecomeOwner = a.canSet[a.queueOwner]
@@ -407,6 +442,13 @@ func (a *access) findings(in *inspection, direction string) []Finding {
 			fs = append(fs, Finding{Fatal: true, Kind: "ownership", Object: l.Table(t), Action: action, Message: fmt.Sprintf("role %s does not own table %s (its owner is %s) and does not have its owner's privileges: %s renames its key column and builds and drops indexes on it, which only the owner can do. %s",
 				a.user, l.Table(t), owner, direction, advice)})
 		}
+	}
+	for _, fp := range a.foreignPartitions {
+		ownershipRefused = true
+		action, advice := a.ownershipFix(fp.owner)
+		tableOwner := cmp.Or(a.owners[fp.tableName], a.queueOwner)
+		fs = append(fs, Finding{Fatal: true, Kind: "ownership", Object: fp.partition, Action: action, Message: fmt.Sprintf("role %s does not own %s, a partition of %s (its owner is %s), and does not have its owner's privileges: %s renames the key column and builds and drops indexes on every partition, and PostgreSQL checks each partition's owner (\"must be owner of table\"), half-way through. %s; or give the partition the table's owner: ALTER TABLE %s OWNER TO %s",
+			a.user, fp.partition, fp.table, fp.owner, direction, advice, fp.partition, tableOwner)})
 	}
 	foreign := a.foreignRuntime
 	what := "down drops the runtime's tables (unless they hold operator data) and records its progress in the version table"
