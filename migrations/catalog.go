@@ -115,6 +115,9 @@ type indexInfo struct {
 	// (quoted) that have no index attached to it: the index is INVALID
 	// until none is left.
 	unindexed []string
+	// bytes is the index's size on disk, its partitions' together on a
+	// partitioned table: what a DROP INDEX truncates at commit.
+	bytes int64
 }
 
 // unindexedNote names, for an index on a partitioned table, the partitions
@@ -314,7 +317,11 @@ SELECT i.relname::text, x.indisunique, x.indisprimary, x.indisvalid, am.amname::
              WHERE t.relkind OPERATOR(pg_catalog.=) 'p' AND pi.inhparent OPERATOR(pg_catalog.=) t.oid
                AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_inherits ii JOIN pg_catalog.pg_index cx ON cx.indexrelid OPERATOR(pg_catalog.=) ii.inhrelid
                                WHERE ii.inhparent OPERATOR(pg_catalog.=) x.indexrelid AND cx.indrelid OPERATOR(pg_catalog.=) p.oid)
-             ORDER BY 1)
+               AND NOT coalesce((pg_catalog.to_jsonb(pi) OPERATOR(pg_catalog.->>) 'inhdetachpending')::pg_catalog.bool, false)
+             ORDER BY 1),
+       CASE WHEN i.relkind OPERATOR(pg_catalog.=) 'I'
+            THEN (SELECT coalesce(pg_catalog.sum(pg_catalog.pg_relation_size(pt.relid)), 0)::pg_catalog.int8 FROM pg_catalog.pg_partition_tree(x.indexrelid) AS pt)
+            ELSE pg_catalog.pg_relation_size(x.indexrelid) END
 FROM pg_index x
 JOIN pg_class i ON i.oid = x.indexrelid
 JOIN pg_class t ON t.oid = x.indrelid
@@ -330,7 +337,7 @@ ORDER BY i.relname`, l.Schema, table)
 	var out []indexInfo
 	for rows.Next() {
 		ix := indexInfo{table: table}
-		if err := rows.Scan(&ix.name, &ix.unique, &ix.primary, &ix.valid, &ix.method, &ix.columns, &ix.predicate, &ix.constraint, &ix.definition, &ix.hasExpressionsOrInclude, &ix.unindexed); err != nil {
+		if err := rows.Scan(&ix.name, &ix.unique, &ix.primary, &ix.valid, &ix.method, &ix.columns, &ix.predicate, &ix.constraint, &ix.definition, &ix.hasExpressionsOrInclude, &ix.unindexed, &ix.bytes); err != nil {
 			return nil, fmt.Errorf("read the indexes of %s: %w", l.Table(table), err)
 		}
 		out = append(out, ix)

@@ -281,8 +281,14 @@ func (r *runner) downSteps(in *inspection, saved []SavedUnique) ([]step, error) 
 			// transaction drops it with its partitions' (catalog work, one
 			// file each).
 			st.kind, st.exclusive, st.sql = stepTx, []string{l.Table(ci.table)}, "DROP INDEX IF EXISTS "+l.Table(ci.name)+";"
-			st.lock = "ACCESS EXCLUSIVE on the table and its partitions (short, but its commit truncates the partitioned index's files: grows with the index)"
-			st.grows = true
+			var size int64
+			for _, ix := range in.indexes[ci.table] {
+				if ix.name == ci.name {
+					size = ix.bytes
+				}
+			}
+			st.lock = truncatedLock(l.Table(ci.name)+" on the table and its partitions", size)
+			st.grows, st.holdGrows = true, true
 		}
 		built := false
 		for _, ix := range in.ours() {

@@ -239,6 +239,12 @@ type step struct {
 	// moments of a partitioned build) does so for a time that grows with
 	// the table: what it must know about the rows it learns before.
 	grows bool
+	// holdGrows marks the two exceptions (docs/migration.md, "The two
+	// exceptions"): a DROP under ACCESS EXCLUSIVE of an index that has no
+	// online drop (a unique constraint's, a partitioned index), whose
+	// commit truncates its files under the lock, for a time that grows
+	// with the index.
+	holdGrows bool
 	// phase marks up's steps that up --expand leaves out or replaces
 	// (expand.go).
 	phase stepPhase

@@ -482,21 +482,39 @@ func (in *inspection) partitionedForFiles() []Finding {
 	return out
 }
 
-// cutoverDropGrows says the cutover drops a unique rule whose files
+// cutoverDropGrows names the unique rules the cutover drops whose files
 // PostgreSQL truncates at commit, under the cutover's lock: a unique
 // constraint (there is no DROP CONSTRAINT CONCURRENTLY) or a unique index on
 // a partitioned table (no DROP INDEX CONCURRENTLY there). Its hold then
-// grows with that index's size.
-func (in *inspection) cutoverDropGrows() bool {
+// grows with those indexes' size. "" when there is none.
+func (in *inspection) cutoverDropGrows() string {
+	var names []string
+	var bytes int64
 	for _, t := range in.tables {
 		for _, ix := range in.indexes[t.name] {
 			if ix.unique && !ix.primary && ix.coversKey() && (ix.constraint != "" || t.partitioned) {
-				return true
+				names = append(names, in.l.Table(ix.name))
+				bytes += ix.bytes
 			}
 		}
 	}
-	return false
+	if len(names) == 0 {
+		return ""
+	}
+	return truncatedLock(strings.Join(names, ", "), bytes)
 }
+
+// truncatedLock is the lock line of a step whose DROP under ACCESS
+// EXCLUSIVE truncates the files of the quoted indexes, bytes in all, at
+// commit: the hold grows with their size (docs/migration.md, "The two
+// exceptions", measured and what to do about it).
+func truncatedLock(indexes string, bytes int64) string {
+	return fmt.Sprintf("ACCESS EXCLUSIVE, bounded wait; the hold grows with the index: its commit truncates the files of %s, %s, under the lock (no online drop exists for it; measured 0.5 to 1.3 ms per MB; docs/migration.md, \"The two exceptions\", says what to do)",
+		indexes, megabytes(bytes))
+}
+
+// megabytes renders a size in MB, one decimal.
+func megabytes(n int64) string { return fmt.Sprintf("%.1f MB", float64(n)/(1<<20)) }
 
 // deferredUniqueDrops are the steps after the cutover that drop, with DROP
 // INDEX CONCURRENTLY, the bare unique indexes on the key of tables that are

@@ -217,9 +217,9 @@ func upSteps(in *inspection, opts Options) ([]step, error) {
 	if !in.needsCutover() {
 		cut.skip = "already done"
 	}
-	if in.cutoverDropGrows() {
-		cut.grows = true
-		cut.lock = "ACCESS EXCLUSIVE (short, but its commit truncates the dropped unique constraint's or partitioned index's files: grows with the index)"
+	if lock := in.cutoverDropGrows(); lock != "" {
+		cut.grows, cut.holdGrows = true, true
+		cut.lock = lock
 	}
 	steps = append(steps, cut)
 	drops, err := deferredUniqueDrops(in)

@@ -76,6 +76,10 @@ type planStepJSON struct {
 	// lock writers wait for.
 	GrowsWithTable bool `json:"grows_with_table"`
 	BlocksWriters  bool `json:"blocks_writers"`
+	// HoldGrowsWithIndex: writers wait for the whole step, for a time that
+	// grows with the index it drops (docs/migration.md, "The two
+	// exceptions").
+	HoldGrowsWithIndex bool `json:"hold_grows_with_index"`
 	// Phase is "expand" or "complete" for a step of up (docs/migration.md,
 	// "Rolling deploys"), "" for down and up --contract.
 	Phase string `json:"phase"`
@@ -98,7 +102,7 @@ func planJSONOf(direction, url string, l layout.Resolved, p *migrations.PlanResu
 		}
 		out.Steps = append(out.Steps, planStepJSON{Number: s.Number, Name: s.Name, Table: s.Table, Lock: s.Lock, Execution: ex,
 			Rows: s.Rows, RowsUnknown: s.RowsUnknown, Bytes: s.Bytes, Skip: s.Skip, SQL: sql, Phase: s.Phase,
-			GrowsWithTable: s.GrowsWithTable, BlocksWriters: s.BlocksWriters})
+			GrowsWithTable: s.GrowsWithTable, BlocksWriters: s.BlocksWriters, HoldGrowsWithIndex: s.HoldGrowsWithIndex})
 	}
 	return out
 }
