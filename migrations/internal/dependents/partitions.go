@@ -38,15 +38,18 @@ SELECT n.nspname::text, c.relname::text, c.relkind = 'p', coalesce(pg_get_partke
              WHERE con.conrelid = c.oid AND con.contype = 'u' AND queue.key = ANY (x.indkey::int2[]) ORDER BY 1),
        ARRAY(SELECT format('%s.%s', `+quoted("sn.nspname")+`, `+quoted("s.relname")+`) || CASE s.relkind WHEN 'p' THEN ' (itself partitioned)' ELSE ' (a foreign table)' END
              FROM pg_partition_tree(c.oid) AS pt JOIN pg_class s ON s.oid = pt.relid JOIN pg_namespace sn ON sn.oid = s.relnamespace
-             WHERE pt.relid <> c.oid AND s.relkind IN ('p', 'f') ORDER BY 1)
+             WHERE pt.relid <> c.oid AND s.relkind IN ('p', 'f') ORDER BY 1),
+       ARRAY(SELECT format('%s.%s', `+quoted("dn.nspname")+`, `+quoted("d.relname")+`) FROM pg_inherits i JOIN pg_class d ON d.oid = i.inhrelid
+             JOIN pg_namespace dn ON dn.oid = d.relnamespace
+             WHERE i.inhparent = c.oid AND coalesce((to_jsonb(i) ->> 'inhdetachpending')::bool, false) ORDER BY 1)
 FROM queue JOIN pg_class c ON c.oid = queue.rel JOIN pg_namespace n ON n.oid = c.relnamespace
 JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = queue.key
 WHERE queue.root AND (c.relkind = 'p' OR c.relispartition OR a.attinhcount > 0 OR EXISTS (SELECT 1 FROM pg_inherits i WHERE i.inhparent = c.oid))
 ORDER BY 1, 2`, func(rows pgx.Rows) (Finding, error) {
 		var schema, name, partKey string
 		var partitioned, partition, dropsUnique bool
-		var parents, children, constraints, unsupported []string
-		if err := rows.Scan(&schema, &name, &partitioned, &partKey, &partition, &dropsUnique, &parents, &children, &constraints, &unsupported); err != nil {
+		var parents, children, constraints, unsupported, pending []string
+		if err := rows.Scan(&schema, &name, &partitioned, &partKey, &partition, &dropsUnique, &parents, &children, &constraints, &unsupported, &pending); err != nil {
 			return Finding{}, err
 		}
 		table := qualified(schema, name)
@@ -63,7 +66,7 @@ ORDER BY 1, 2`, func(rows pgx.Rows) (Finding, error) {
 				described, safe(strings.Join(constraints, ", ")))
 		case partitioned && (builds || dropsUnique):
 			return Finding{Kind: "partitioned table", Object: table, Outcome: Carried,
-				Message: fmt.Sprintf("table %s %s: each index the run builds on it is created ON ONLY the table, then built CONCURRENTLY on each partition and attached; a partition created meanwhile gets its own from PostgreSQL", table, described)}, nil
+				Message: fmt.Sprintf("table %s %s: each index the run builds on it is created ON ONLY the table, then built CONCURRENTLY on each partition and attached; a partition created meanwhile gets its own from PostgreSQL%s", table, described, pendingNote(table, pending))}, nil
 		case partitioned || t.Rename == "":
 			return Finding{}, nil // nothing built on it, or renamed already
 		case len(parents) > 0:
@@ -77,3 +80,14 @@ ORDER BY 1, 2`, func(rows pgx.Rows) (Finding, error) {
 				table, why)}, nil
 	}, t.Up)
 }}
+
+// pendingNote names the partitions pending detach (an interrupted DETACH
+// ... CONCURRENTLY, PostgreSQL 14 and later): the run builds nothing on
+// them, and their detach is finished by hand.
+func pendingNote(table string, pending []string) string {
+	if len(pending) == 0 {
+		return ""
+	}
+	return fmt.Sprintf(". Partition %s is pending detach (an interrupted DETACH ... CONCURRENTLY): queries on the table no longer read it and the run builds nothing on it; finish it with ALTER TABLE %s DETACH PARTITION %s FINALIZE",
+		safe(strings.Join(pending, ", ")), table, safe(pending[0]))
+}
