@@ -222,3 +222,33 @@ ALTER TABLE jobs_now REPLICA IDENTITY USING INDEX jobs_now_job_type_unique_key_c
 		expectRefused(t, url, legacy.SingleTable, `table "public"."jobs_now" has REPLICA IDENTITY USING INDEX`)
 	})
 }
+
+// A partition that is itself partitioned, or a foreign table, cannot get
+// its index CONCURRENTLY and attached: refused before any change, naming
+// it (sub-partitioned tables stay refused: docs/migration.md).
+func TestSubPartitionAndForeignPartitionAreRefused(t *testing.T) {
+	indexRule := partitionedJobs + `
+ALTER TABLE jobs DROP CONSTRAINT jobs_type_key_created;
+CREATE UNIQUE INDEX jobs_type_key_created ON jobs (job_type, unique_key, created_at);`
+	t.Run("sub-partitioned", func(t *testing.T) {
+		url := testdb.New(t)
+		exec(t, url, indexRule+`
+ALTER TABLE jobs DETACH PARTITION jobs_now;
+CREATE TABLE jobs_next PARTITION OF jobs FOR VALUES FROM ('2026-01-01') TO (MAXVALUE) PARTITION BY RANGE (created_at);
+CREATE TABLE jobs_next_rest PARTITION OF jobs_next DEFAULT;`)
+		expectRefused(t, url, legacy.SingleTable, `has partitions whose index cannot be built CONCURRENTLY and attached: "public"."jobs_next" (itself partitioned)`)
+	})
+	t.Run("foreign table", func(t *testing.T) {
+		url := testdb.New(t)
+		exec(t, url, indexRule+`
+ALTER TABLE jobs DETACH PARTITION jobs_now;
+DROP INDEX jobs_type_key_created;
+-- No unique index at all (PostgreSQL refuses a foreign partition under
+-- one): the counting index is what the run would build on it.
+ALTER TABLE jobs DROP CONSTRAINT jobs_pkey;
+CREATE FOREIGN DATA WRAPPER mu_test_fdw;
+CREATE SERVER mu_test_server FOREIGN DATA WRAPPER mu_test_fdw;
+CREATE FOREIGN TABLE jobs_remote PARTITION OF jobs FOR VALUES FROM ('2026-01-01') TO (MAXVALUE) SERVER mu_test_server;`)
+		expectRefused(t, url, legacy.SingleTable, `has partitions whose index cannot be built CONCURRENTLY and attached: "public"."jobs_remote" (a foreign table)`)
+	})
+}
