@@ -3,7 +3,7 @@ package compat
 import (
 	"encoding/json"
 	"fmt"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -63,9 +63,12 @@ func (a *sqlArgs) add(v any) string {
 }
 
 // query is one statement of a batch; scan reads its single row, rows its
-// rows (both nil: none).
+// rows (both nil: none). mk is sql opened with layout.CompatMarker, when it
+// was built once with the text (s.text): the pipelined path sends it
+// as it is instead of marking sql on every call.
 type query struct {
 	sql  string
+	mk   string
 	args []any
 	scan func(Row) error
 	rows func(Rows) error
@@ -103,12 +106,16 @@ func planLocks(s *schema, adms []*admission) []*lockPlan {
 	if len(adms) == 1 && !s.looseKey {
 		return planOne(adms[0])
 	}
-	byGroup := map[[2]string]*lockPlan{}
+	// A batch has at most a class plan and a group plan per job: the
+	// plans live in one slice of that capacity, so their addresses hold.
+	buf := make([]lockPlan, 0, 2*len(adms))
+	byGroup := make(map[[2]string]*lockPlan, len(adms)+1)
 	get := func(class, key string) *lockPlan {
 		k := [2]string{class, key}
 		p := byGroup[k]
 		if p == nil {
-			p = &lockPlan{class: class, key: key}
+			buf = append(buf, lockPlan{class: class, key: key})
+			p = &buf[len(buf)-1]
 			byGroup[k] = p
 		}
 		return p
@@ -118,10 +125,12 @@ func planLocks(s *schema, adms []*admission) []*lockPlan {
 		if a.lockKey == "" {
 			cp.hasKeyless = true
 			cp.codeLimited = cp.codeLimited || a.id.Limited
+			a.plan = cp
 			continue
 		}
 		gp := get(a.job.Class, a.lockKey)
 		gp.codeLimited = gp.codeLimited || a.id.Limited
+		a.plan = gp
 		if s.looseKey && (a.id.Limited || s.hasLimits) {
 			// Keys the lock tells apart (ACCT-7, acct-7) count as one
 			// group: the class's lock, exclusive, serializes them; the
@@ -131,30 +140,31 @@ func planLocks(s *schema, adms []*admission) []*lockPlan {
 			cp.hasKeyless, cp.codeLimited = true, true
 		}
 	}
-	all := make([]*lockPlan, 0, len(byGroup))
-	for _, p := range byGroup {
-		all = append(all, p)
+	all := make([]*lockPlan, len(buf))
+	for i := range buf {
+		all[i] = &buf[i]
 	}
-	sort.Slice(all, func(i, j int) bool {
-		if all[i].class != all[j].class {
-			return all[i].class < all[j].class
+	slices.SortFunc(all, func(a, b *lockPlan) int {
+		if c := strings.Compare(a.class, b.class); c != 0 {
+			return c
 		}
-		return all[i].key < all[j].key
+		return strings.Compare(a.key, b.key)
 	})
 	// A class without keyless jobs only needs its shared lock: it is taken
 	// by the class's first group statement, before the group's own lock, so
 	// the order stays the same and a keyed enqueue is one lock statement.
 	plans := all[:0]
 	for i, p := range all {
-		p.setting = overrideSetting(i)
+		if p.carries(s) {
+			// Only a carried override needs a setting (named by the
+			// plan's place in the order, so names never collide).
+			p.setting = overrideSetting(i)
+		}
 		if p.key == "" && !p.hasKeyless && i+1 < len(all) && all[i+1].class == p.class {
 			all[i+1].sharedClass = true
 			continue
 		}
 		plans = append(plans, p)
-	}
-	for _, a := range adms {
-		a.plan = byGroup[[2]string{a.job.Class, a.lockKey}]
 	}
 	return plans
 }
@@ -178,14 +188,14 @@ func (s *schema) lockQuery(p *lockPlan) query {
 	classID, carries := lockid.For(p.class, ""), p.carries(s)
 	switch {
 	case carries && p.key == "":
-		return query{sql: s.text("lock/carry/class", func() string { return s.carryLockText(false, true) }),
-			args: []any{classID, layout.GroupName(p.class, ""), p.setting}}
+		return s.text("lock/carry/class", func() string { return s.carryLockText(false, true) }).
+			query(classID, layout.GroupName(p.class, ""), p.setting)
 	case carries && p.sharedClass:
-		return query{sql: s.text("lock/carry/keyed+class", func() string { return s.carryLockText(true, false) }),
-			args: []any{classID, lockid.For(p.class, p.key), layout.GroupName(p.class, p.key), p.setting}}
+		return s.text("lock/carry/keyed+class", func() string { return s.carryLockText(true, false) }).
+			query(classID, lockid.For(p.class, p.key), layout.GroupName(p.class, p.key), p.setting)
 	case carries:
-		return query{sql: s.text("lock/carry/keyed", func() string { return s.carryLockText(false, false) }),
-			args: []any{lockid.For(p.class, p.key), layout.GroupName(p.class, p.key), p.setting}}
+		return s.text("lock/carry/keyed", func() string { return s.carryLockText(false, false) }).
+			query(lockid.For(p.class, p.key), layout.GroupName(p.class, p.key), p.setting)
 	case p.key != "" && !p.codeLimited || p.key == "" && !(p.hasKeyless && p.codeLimited):
 		// Nothing can limit the group (no override table, or a class plan
 		// without keyless jobs): the class's shared lock is all it needs.
@@ -235,13 +245,22 @@ func (s *schema) carryLockText(sharedClass, class bool) string {
 // and qualifying its functions, operators and types with pg_catalog
 // (qualify.Must): the statement runs on the caller's search_path, which
 // compat never changes and which may put another role's schema first.
-func (s *schema) text(shape string, build func() string) string {
+func (s *schema) text(shape string, build func() string) stmtText {
 	if t, ok := s.texts.Load(shape); ok {
-		return t.(string)
+		return t.(stmtText)
 	}
-	t, _ := s.texts.LoadOrStore(shape, qualify.Must(build()))
-	return t.(string)
+	t, _ := s.texts.LoadOrStore(shape, newStmtText(qualify.Must(build())))
+	return t.(stmtText)
 }
+
+// stmtText is a statement's text, plain and marked (layout.CompatMarker),
+// both built once.
+type stmtText struct{ sql, mk string }
+
+func newStmtText(sql string) stmtText { return stmtText{sql: sql, mk: marked(sql)} }
+
+// query returns the statement with its arguments.
+func (t stmtText) query(args ...any) query { return query{sql: t.sql, mk: t.mk, args: args} }
 
 // admitResult is the row an admission statement returns.
 type admitResult struct {
@@ -260,34 +279,46 @@ func (s *schema) admitQuery(adm *admission, out *admitResult) query {
 	if adm.id.Limited {
 		codeLimit = adm.id.Limit
 	}
-	shape := "admit/class"
-	var keys [2]any // the key's parameters: none, the key, or the prefix's bounds
+	kind, src := 0, 0 // indexes into admitShapes
+	var keys [2]any   // the key's parameters: none, the key, or the prefix's bounds
 	nkeys := 0
 	switch {
 	case adm.lockKey == "":
 	case adm.id.NoOverlap:
 		p := adm.id.Prefix
-		shape, nkeys = "admit/prefix", 2
+		kind, nkeys = 2, 2
 		keys[0], keys[1] = p, prefixEnd(p)
 	default:
-		shape, nkeys = "admit/keyed", 1
+		kind, nkeys = 1, 1
 		keys[0] = adm.id.Key
 	}
 	args := make([]any, 0, 24) // 5 for the check, at most 14 for the row
 	switch {
 	case adm.plan.carries(s):
-		shape += "/carried"
+		src = 1
 		args = append(args, adm.plan.setting)
 	case s.hasLimits:
-		shape += "/read"
+		src = 2
 		args = append(args, layout.GroupName(adm.job.Class, adm.lockKey))
 	}
 	args = append(args, codeLimit, adm.job.Class)
 	args = append(args, keys[:nkeys]...)
 	args = s.rowArgs(s.requests, adm, "", args)
-	return query{sql: s.text(shape, func() string { return s.admitText(shape) }), args: args, scan: func(r Row) error {
+	shape := admitShapes[kind][src]
+	q := s.text(shape, func() string { return s.admitText(shape) }).query(args...)
+	q.scan = func(r Row) error {
 		return r.Scan(&out.limit, &out.active, &out.holders, &out.id, &out.uuid)
-	}}
+	}
+	return q
+}
+
+// admitShapes names admitQuery's shapes, by what the count reads (the
+// class, a key, a prefix) and where the override comes from (none, the
+// carried setting, the table).
+var admitShapes = [3][3]string{
+	{"admit/class", "admit/class/carried", "admit/class/read"},
+	{"admit/keyed", "admit/keyed/carried", "admit/keyed/read"},
+	{"admit/prefix", "admit/prefix/carried", "admit/prefix/read"},
 }
 
 // admitText builds the count-and-insert statement of a shape made by

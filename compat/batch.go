@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -56,22 +57,25 @@ type lockOp struct {
 // lockOps lists, in order, the locks lockQuery takes for plans.
 func (s *schema) lockOps(plans []*lockPlan) []lockOp {
 	ops := make([]lockOp, 0, len(plans)+1)
-	for _, p := range plans {
-		classID, groupID := lockid.For(p.class, ""), lockid.For(p.class, p.key)
-		group := layout.GroupName(p.class, p.key)
+	class, classID := "", int64(0)
+	for i, p := range plans {
+		if i == 0 || p.class != class {
+			// Plans come sorted by class: one class id for its groups.
+			class, classID = p.class, lockid.For(p.class, "")
+		}
 		switch carries := p.carries(s); {
 		case carries && p.key == "":
-			ops = append(ops, lockOp{id: classID, mode: "c", group: group, setting: p.setting})
+			ops = append(ops, lockOp{id: classID, mode: "c", group: layout.GroupName(p.class, ""), setting: p.setting})
 		case carries && p.sharedClass:
-			ops = append(ops, lockOp{id: classID, mode: "s"}, lockOp{id: groupID, mode: "k", group: group, setting: p.setting})
+			ops = append(ops, lockOp{id: classID, mode: "s"}, lockOp{id: lockid.For(p.class, p.key), mode: "k", group: layout.GroupName(p.class, p.key), setting: p.setting})
 		case carries:
-			ops = append(ops, lockOp{id: groupID, mode: "k", group: group, setting: p.setting})
+			ops = append(ops, lockOp{id: lockid.For(p.class, p.key), mode: "k", group: layout.GroupName(p.class, p.key), setting: p.setting})
 		case p.key != "" && !p.codeLimited || p.key == "" && !(p.hasKeyless && p.codeLimited):
 			ops = append(ops, lockOp{id: classID, mode: "s"})
 		case p.key != "" && p.sharedClass:
-			ops = append(ops, lockOp{id: classID, mode: "s"}, lockOp{id: groupID, mode: "x"})
+			ops = append(ops, lockOp{id: classID, mode: "s"}, lockOp{id: lockid.For(p.class, p.key), mode: "x"})
 		default:
-			ops = append(ops, lockOp{id: groupID, mode: "x"})
+			ops = append(ops, lockOp{id: lockid.For(p.class, p.key), mode: "x"})
 		}
 	}
 	return ops
@@ -80,19 +84,22 @@ func (s *schema) lockOps(plans []*lockPlan) []lockOp {
 // batchLockQuery renders the batch's lock statement.
 func (s *schema) batchLockQuery(plans []*lockPlan) query {
 	ops := s.lockOps(plans)
-	var ids, modes, groups, settings pgArray
+	var ids, modes pgArray
 	carried := false
 	for _, op := range ops {
-		ids.int(int64(op.id))
+		ids.int(op.id)
 		modes.str(op.mode)
-		groups.str(op.group)
-		settings.str(op.setting)
 		carried = carried || op.mode == "c" || op.mode == "k"
 	}
 	if !carried {
 		return query{sql: batchLockText, args: []any{ids.String(), modes.String()}}
 	}
-	return query{sql: s.text("batch/lock/carry", s.batchCarryLockText), args: []any{ids.String(), modes.String(), groups.String(), settings.String()}}
+	var groups, settings pgArray
+	for _, op := range ops {
+		groups.str(op.group)
+		settings.str(op.setting)
+	}
+	return s.text("batch/lock/carry", s.batchCarryLockText).query(ids.String(), modes.String(), groups.String(), settings.String())
 }
 
 // batchLockText locks without reading overrides. The aggregate's argument is
@@ -170,16 +177,19 @@ func batchRanks(adms []*admission) (ranks []int, ok bool) {
 		mixed bool // an earlier job with another scope or limit
 	}
 	ranks = make([]int, len(adms))
-	seen := map[scope]int{}
-	classJobs := map[string]*first{}    // class -> its class-kind jobs so far
-	keyedRows := map[[2]string]*first{} // (class, row key) -> the jobs with that key so far
-	keyedJobs := map[string]*first{}    // class -> its keyed and prefix jobs so far
-	byClass := map[string][]*admission{}
-	note := func(m *first, a *admission) *first {
+	seen := make(map[scope]int, len(adms))
+	classJobs := map[string]*first{}                   // class -> its class-kind jobs so far
+	keyedRows := make(map[[2]string]*first, len(adms)) // (class, row key) -> the jobs with that key so far
+	keyedJobs := map[string]*first{}                   // class -> its keyed and prefix jobs so far
+	var byClass map[string][]*admission                // class -> its keyed and prefix jobs, when a prefix job may read them
+	if slices.ContainsFunc(adms, func(a *admission) bool { return a.lockKey != "" && a.id.NoOverlap }) {
+		byClass = map[string][]*admission{}
+	}
+	note := func(m *first, a *admission, sc scope) *first {
 		if m == nil {
-			return &first{sc: a.scope(), adm: a}
+			return &first{sc: sc, adm: a}
 		}
-		if m.sc != a.scope() || !sameLimit(m.adm, a) {
+		if m.sc != sc || !sameLimit(m.adm, a) {
 			m.mixed = true
 		}
 		return m
@@ -211,13 +221,15 @@ func batchRanks(adms []*admission) (ranks []int, ok bool) {
 		ranks[i] = seen[sc]
 		seen[sc]++
 		if sc.kind == kindClass {
-			classJobs[class] = note(classJobs[class], a)
+			classJobs[class] = note(classJobs[class], a, sc)
 			continue
 		}
 		rk := [2]string{class, a.id.Key}
-		keyedRows[rk] = note(keyedRows[rk], a)
-		keyedJobs[class] = note(keyedJobs[class], a)
-		byClass[class] = append(byClass[class], a)
+		keyedRows[rk] = note(keyedRows[rk], a, sc)
+		keyedJobs[class] = note(keyedJobs[class], a, sc)
+		if byClass != nil {
+			byClass[class] = append(byClass[class], a)
+		}
 	}
 	return ranks, true
 }
@@ -323,9 +335,9 @@ func (s *schema) batchAdmitQuery(adms []*admission, outs []batchOut) query {
 		args = append(args, col.String())
 	}
 	shape := "batch/admit/" + strconv.Itoa(shapeKinds) + "/" + ov + "/" + fold
-	return query{sql: s.text(shape, func() string { return s.batchAdmitText(shapeKinds, ov, fold) }), args: args, rows: func(r Rows) error {
-		return scanBatch(r, outs)
-	}}
+	q := s.text(shape, func() string { return s.batchAdmitText(shapeKinds, ov, fold) }).query(args...)
+	q.rows = func(r Rows) error { return scanBatch(r, outs) }
+	return q
 }
 
 // scanBatch reads the batch statement's rows into outs: first one row per
@@ -339,11 +351,13 @@ func scanBatch(r Rows, outs []batchOut) error {
 	blocked, last := 0, 0
 	next := 0 // the next admitted job an inserted row belongs to
 	inserted := 0
+	// One set of destinations for every row; a pointer kept in outs is
+	// cleared after it, so the next row's Scan never writes into it.
+	var ins bool
+	var ord, id, active *int64
+	var limit *int32
+	var uuid, holders *string
 	for r.Next() {
-		var ins bool
-		var ord, id, active *int64
-		var limit *int32
-		var uuid, holders *string
 		if err := r.Scan(&ins, &ord, &limit, &active, &holders, &id, &uuid); err != nil {
 			return err
 		}
@@ -359,6 +373,7 @@ func scanBatch(r Rows, outs []batchOut) error {
 			}
 			last = int(*ord)
 			outs[last-1] = batchOut{admitResult: admitResult{limit: limit, active: *active, holders: *holders}}
+			limit = nil
 			blocked++
 			continue
 		}
@@ -369,6 +384,7 @@ func scanBatch(r Rows, outs []batchOut) error {
 			return fmt.Errorf("the batch statement inserted more rows than it admitted jobs (%d)", len(outs)-blocked)
 		}
 		outs[next].id, outs[next].uuid = id, uuid
+		id, uuid = nil, nil
 		next++
 		inserted++
 	}

@@ -273,16 +273,22 @@ func (c *Client) EnqueueManyTx(ctx context.Context, db DB, jobs []Job) (res []Re
 	if err != nil {
 		return nil, err
 	}
+	// The attributes of a debug line are built only when it is logged.
+	debug := c.o.logger.Enabled(ctx, slog.LevelDebug)
 	for i, r := range res {
 		cls := jobs[i].Class
 		if r.Skipped != nil {
 			c.ins.rejected.Add(ctx, 1, c.ins.class(cls))
-			c.o.logger.LogAttrs(ctx, slog.LevelDebug, "compat: job not enqueued: concurrency limit reached",
-				slog.String("group", r.Skipped.Group), slog.Int("limit", r.Skipped.Limit), slog.Int("active", r.Skipped.Active))
+			if debug {
+				c.o.logger.LogAttrs(ctx, slog.LevelDebug, "compat: job not enqueued: concurrency limit reached",
+					slog.String("group", r.Skipped.Group), slog.Int("limit", r.Skipped.Limit), slog.Int("active", r.Skipped.Active))
+			}
 			continue
 		}
 		c.ins.admitted.Add(ctx, 1, c.ins.class(cls))
-		c.o.logger.LogAttrs(ctx, slog.LevelDebug, "compat: job enqueued", slog.String("class", cls), slog.Int64("id", r.ID))
+		if debug {
+			c.o.logger.LogAttrs(ctx, slog.LevelDebug, "compat: job enqueued", slog.String("class", cls), slog.Int64("id", r.ID))
+		}
 	}
 	return res, nil
 }

@@ -281,7 +281,11 @@ type batcher interface {
 func (d pgxDB) sendBatch(ctx context.Context, qs []query) (err error) {
 	b := &pgx.Batch{}
 	for _, q := range qs {
-		b.Queue(marked(q.sql), q.args...)
+		sql := q.mk
+		if sql == "" {
+			sql = marked(q.sql)
+		}
+		b.Queue(sql, q.args...)
 	}
 	br := d.h.SendBatch(ctx, b)
 	defer func() {

@@ -116,21 +116,37 @@ func guardExprs(lockWait time.Duration, save bool) string {
 }
 
 // guarded returns q (a SELECT) with the guard's entries first in its target
-// list; its arguments are unchanged.
+// list; its arguments are unchanged. The texts are built once per lock
+// statement, lock wait and kind of transaction.
 func (s *schema) guarded(q query, lockWait time.Duration, inTx bool) query {
-	shape := "guard/" + strconv.FormatBool(inTx) + "/" + lockWait.String() + "/" + q.sql
-	q.sql = s.text(shape, func() string {
-		return "SELECT " + guardExprs(lockWait, inTx) + ", " + strings.TrimPrefix(q.sql, "SELECT ")
-	})
+	k := guardKey{sql: q.sql, lockWait: lockWait, inTx: inTx}
+	s.guardsMu.RLock()
+	t, ok := s.guards[k]
+	s.guardsMu.RUnlock()
+	if !ok {
+		t = newStmtText(qualify.Must("SELECT " + guardExprs(lockWait, inTx) + ", " + strings.TrimPrefix(q.sql, "SELECT ")))
+		s.guardsMu.Lock()
+		if s.guards == nil {
+			s.guards = map[guardKey]stmtText{}
+		}
+		s.guards[k] = t
+		s.guardsMu.Unlock()
+	}
+	q.sql, q.mk = t.sql, t.mk
 	return q
 }
 
-// restoreQuery puts back a caller's settings saved by the guard.
-func restoreQuery() query {
-	return query{sql: restoreText}
+// guardKey is what a guarded statement's text depends on.
+type guardKey struct {
+	sql      string
+	lockWait time.Duration
+	inTx     bool
 }
 
-var restoreText = func() string {
+// restoreQuery puts back a caller's settings saved by the guard.
+func restoreQuery() query { return restoreText.query() }
+
+var restoreText = newStmtText(func() string {
 	var b strings.Builder
 	b.WriteString("SELECT ")
 	for i, name := range append(append([]string(nil), guardedSettings...), "lock_timeout", planCacheSetting) {
@@ -141,7 +157,7 @@ var restoreText = func() string {
 	}
 	b.WriteString(" FROM (SELECT current_setting('" + savedSetting + "') AS v) s")
 	return qualify.Must(b.String())
-}()
+}())
 
 // isIsolationError reports the guard's isolation failure.
 func isIsolationError(err error) bool {

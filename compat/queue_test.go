@@ -47,7 +47,7 @@ func newQueue(t *testing.T, s legacy.Schema, migrated bool, opts ...Option) *que
 	return &queue{url: url, l: s.Resolved, schema: s, pool: pool, c: c}
 }
 
-func migrate(t *testing.T, url string, l layout.Layout) {
+func migrate(t testing.TB, url string, l layout.Layout) {
 	t.Helper()
 	if _, err := migrations.Up(t.Context(), url, l, migrations.Options{}); err != nil {
 		t.Fatalf("migrations.Up: %v", err)

@@ -82,8 +82,11 @@ type schema struct {
 	// rolling back once it rebuilt the rule), nil when there is none.
 	rule *uniqueRule
 
-	texts  sync.Map // statement shape -> text
+	texts  sync.Map // statement shape -> stmtText
 	fields sync.Map // table name -> []rowField
+	// guards are the guarded lock statements' texts (guarded).
+	guardsMu sync.RWMutex
+	guards   map[guardKey]stmtText
 }
 
 // uniqueRule is a unique index whose key is (class, key): plain-jobs 0.37's
