@@ -2,6 +2,7 @@ package compat
 
 import (
 	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -25,9 +26,12 @@ import (
 // (search_path, or options=-c search_path=...) is refused by the pooler, and
 // a session's SET would stay on a server connection another client gets
 // next. compat writes through the pooler with pgx (exec mode) and with
-// database/sql over lib/pq, and the old version (plain-jobs 0.37.6) directly,
-// across up --expand, up (complete) and up --contract. No write fails, no
-// compat group is ever over its limit, every job is finished.
+// database/sql over lib/pq, and the old version (plain-jobs 0.37.6) through
+// it too, as a role of its own, across up --expand, up (complete) and up
+// --contract. Once the old version has gone, complete names the pooler's
+// idle server connection that last ran its insert, with the
+// pg_terminate_backend that ends it; ended, complete goes ahead. No write
+// fails, no compat group is ever over its limit, every job is finished.
 func TestRollingDeployThroughPgBouncer(t *testing.T) {
 	d := newDeploy(t)
 	ctx := t.Context()
@@ -57,8 +61,11 @@ func TestRollingDeployThroughPgBouncer(t *testing.T) {
 
 	mon := d.monitor(d.pool("monitor", "", 1))
 	defer mon.stop()
-	oldApp := d.pool("old-version", "", 4)
-	oldWorkerPool := d.pool("old-version-worker", "", 3)
+	// The old version through the pooler too, as a role of its own (the
+	// managed roles' migrator: its own pool of server connections).
+	oldVersion := testdb.PgBouncerAs(t, roles.MigratorURL)
+	oldApp := d.poolOn(oldVersion, "old-version", "", 4, pgx.QueryExecModeExec)
+	oldWorkerPool := d.poolOn(oldVersion, "old-version-worker", "", 3, pgx.QueryExecModeExec)
 	oldW := d.oldWriters(oldApp, 2)
 	oldK := d.workers(pj037, oldWorkerPool, 2)
 	// compat through the pooler: pgx in exec mode, and lib/pq.
@@ -92,10 +99,11 @@ func TestRollingDeployThroughPgBouncer(t *testing.T) {
 	// none yet: a server connection opened before keeps the search_path it
 	// started with).
 	var db string
-	if err := oldApp.QueryRow(ctx, "SELECT current_database()").Scan(&db); err != nil {
+	admin := d.pool("admin", "", 1)
+	if err := admin.QueryRow(ctx, "SELECT current_database()").Scan(&db); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := oldApp.Exec(ctx, fmt.Sprintf("ALTER ROLE %s IN DATABASE %s SET search_path = %s, public", layout.Ident(roles.App), layout.Ident(db), layout.Ident(d.vsName))); err != nil {
+	if _, err := admin.Exec(ctx, fmt.Sprintf("ALTER ROLE %s IN DATABASE %s SET search_path = %s, public", layout.Ident(roles.App), layout.Ident(db), layout.Ident(d.vsName))); err != nil {
 		t.Fatal(err)
 	}
 	newVersion := testdb.PgBouncerAs(t, roles.AppURL)
@@ -103,7 +111,9 @@ func TestRollingDeployThroughPgBouncer(t *testing.T) {
 	newWorkerPool := d.poolOn(newVersion, "new-version-worker", "", 3, pgx.QueryExecModeExec)
 	var requests string
 	if err := newApp.QueryRow(ctx, "SELECT n.nspname::pg_catalog.text FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace WHERE c.oid OPERATOR(pg_catalog.=) 'plainjobs_jobrequest'::pg_catalog.regclass").Scan(&requests); err != nil || requests != d.vsName {
-		t.Fatalf("the new version's plainjobs_jobrequest through the pooler is in schema %q (%v); want the version schema's view", requests, err)
+		var who, sp, dbn string
+		_ = newApp.QueryRow(ctx, "SELECT current_user::text, current_setting('search_path'), current_database()::text").Scan(&who, &sp, &dbn)
+		t.Fatalf("the new version's plainjobs_jobrequest through the pooler is in schema %q (%v); want the version schema's view (%s %s %s)", requests, err, who, sp, dbn)
 	}
 	nw := d.newWriters(newApp, 2)
 	defer nw.stop()
@@ -112,10 +122,36 @@ func TestRollingDeployThroughPgBouncer(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	d.check("expanded, both versions, the new one through PgBouncer")
 
-	oldW.stop()
 	oldK.stop()
+	oldW.stop()
+	// Its last enqueue (a server connection's last statement then names
+	// unique_key: a worker's last one is a COMMIT).
+	if ok, err := enqueue037(ctx, oldApp, "app.jobs.Report", "", "default"); err != nil || !ok {
+		t.Fatalf("the old version's last enqueue: %v %v", ok, err)
+	}
+	d.inserted.Add(1)
 	oldApp.Close()
 	oldWorkerPool.Close()
+	// Every instance of the old version has gone, but the pooler keeps the
+	// server connections that ran its statements: complete names them, and
+	// says to end them.
+	_, err = migrations.Up(ctx, d.url, l, migrations.Options{})
+	var pe *migrations.PreflightError
+	if !errors.As(err, &pe) {
+		t.Fatalf("complete with the pooler's server connections of the old version still there: %v; want a refusal naming them", err)
+	}
+	for _, f := range pe.Findings {
+		if !f.Fatal {
+			continue
+		}
+		var pid int
+		if _, err := fmt.Sscanf(f.Object, "pid %d", &pid); err != nil || f.Kind != "old_version_writing" || !strings.Contains(f.Message, fmt.Sprintf("end it with SELECT pg_terminate_backend(%d)", pid)) {
+			t.Fatalf("complete's refusal: %+v; want each old-version session named, with the pg_terminate_backend that ends it", f)
+		}
+		if _, err := admin.Exec(ctx, "SELECT pg_catalog.pg_terminate_backend($1)", pid); err != nil {
+			t.Fatal(err)
+		}
+	}
 	d.phase("up (complete)", func() error {
 		_, err := migrations.Up(ctx, d.url, l, d.migrating(migrations.Options{}))
 		return err

@@ -406,6 +406,7 @@ func versionSchemaDropStep(in *inspection, why string) step {
 	}
 	var b strings.Builder
 	if len(views) > 0 {
+		s.dropViews = views
 		fmt.Fprintf(&b, "DROP VIEW IF EXISTS %s;\n", strings.Join(views, ", "))
 	}
 	if vs.exists && vs.ours {
@@ -535,9 +536,17 @@ ORDER BY a.pid`, r.opts.OldAppName, layout.CompatMarker, in.l.Tables())
 		if r.opts.OldAppName != "" && app == r.opts.OldAppName {
 			why = fmt.Sprintf("its application_name is --old-app-name %q", app)
 		}
+		pooled := ""
+		if state == "idle" {
+			// Behind a transaction pooler the sessions are the pooler's
+			// server connections: one that last ran the old version's
+			// statement stays idle, and looks the same, after every
+			// instance of the old version has gone.
+			pooled = fmt.Sprintf(" If every instance of the old version is stopped already, this is a connection pooler's idle server connection that last ran its statement (PgBouncer keeps them after its clients leave): end it with SELECT pg_terminate_backend(%d) (or RECONNECT in PgBouncer's console; the pooler opens new ones), then run up again.", pid)
+		}
 		fs = append(fs, Finding{Fatal: true, Kind: "old_version_writing", Object: fmt.Sprintf("pid %d", pid), Action: "stop every instance of the old version, or complete anyway with --force",
-			Message: fmt.Sprintf("session pid %d (application_name %q, user %q, client %s) is of the old application version: %s. Completing renames %s to %s, and its next such statement would fail (42703). Stop every instance of the old version first (the new version reads through compat or the version schema %s), then run up again; --force completes anyway",
-				pid, app, user, client, why, layout.LegacyKeyColumn, layout.KeyColumn, layout.Ident(in.vs.name))})
+			Message: fmt.Sprintf("session pid %d (application_name %q, user %q, client %s) is of the old application version: %s. Completing renames %s to %s, and its next such statement would fail (42703). Stop every instance of the old version first (the new version reads through compat or the version schema %s), then run up again; --force completes anyway.%s",
+				pid, app, user, client, why, layout.LegacyKeyColumn, layout.KeyColumn, layout.Ident(in.vs.name), pooled)})
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err

@@ -248,6 +248,14 @@ type step struct {
 	// phase marks up's steps that up --expand leaves out or replaces
 	// (expand.go).
 	phase stepPhase
+	// dropViews lists quoted views the step drops first, each with a
+	// statement of its own: the first under the attempt's whole lock wait,
+	// each later one under laterLockWait, so that the step never waits long
+	// for one view while holding another (an application transaction that
+	// reads two views in its own order would otherwise be the deadlock
+	// victim). sql may name them again (IF EXISTS): plan and the files show
+	// it.
+	dropViews []string
 }
 
 // blocksWriters says the step takes, at some moment, a lock that makes the
@@ -807,6 +815,24 @@ func (r *runner) runTx(ctx context.Context, s step, attempt int, last bool) (hel
 					return err
 				}
 				if _, err := tx.Exec(ctx, "RELEASE SAVEPOINT migrate_unique_lock"); err != nil {
+					return err
+				}
+				if i == 0 {
+					acquired = time.Now()
+				}
+			}
+			if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL lock_timeout = '%dms'; SET LOCAL statement_timeout = 0", ms)); err != nil {
+				return err
+			}
+		}
+		if len(s.dropViews) > 0 {
+			later := r.laterLockWait(ms, len(s.dropViews))
+			for i, v := range s.dropViews {
+				wait := ms
+				if i > 0 {
+					wait = later
+				}
+				if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL lock_timeout = '%dms'; SET LOCAL statement_timeout = '%dms'; DROP VIEW IF EXISTS %s", wait, wait, v)); err != nil {
 					return err
 				}
 				if i == 0 {
