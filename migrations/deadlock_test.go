@@ -157,3 +157,70 @@ func TestDownAfterCompleteGaveUp(t *testing.T) {
 		t.Fatalf("down after complete gave up left a difference:\n%s\n%s", d, out.String())
 	}
 }
+
+// TestContractNeverMakesTheApplicationTheDeadlockVictim: an application
+// transaction reads the version schema's processes view, then its requests
+// view, while up --contract drops the views (an event trigger holds the
+// contract a moment after its first drop, the requests view, so that the
+// application is queued behind it when it asks for the processes view).
+// Dropping the views one per statement, each after the first under the
+// later-lock wait, contract gives way before the application's deadlock
+// check runs: the application transaction commits, and contract finishes on
+// a later attempt. (With every view waited for the attempt's whole wait the
+// application gets "deadlock detected"; the one statement that dropped
+// every view before took its locks microseconds apart, with no moment to
+// hold it in.)
+func TestContractNeverMakesTheApplicationTheDeadlockVictim(t *testing.T) {
+	ctx := context.Background()
+	s := legacy.PlainJobs
+	url := legacyDB(t, s)
+	if _, err := migrations.Up(ctx, url, s.Layout, migrations.Options{Expand: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := migrations.Up(ctx, url, s.Layout, migrations.Options{Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	admin := sessionOn(t, url, "admin", s.Resolved.Schema)
+	if _, err := admin.Exec(ctx, `CREATE FUNCTION public.test_hold_after_drop() RETURNS event_trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_event_trigger_dropped_objects() WHERE object_type = 'view' AND object_name = 'plainjobs_jobrequest') THEN
+        PERFORM pg_sleep(0.3);
+    END IF;
+END $$;
+CREATE EVENT TRIGGER test_hold_after_drop ON sql_drop EXECUTE FUNCTION public.test_hold_after_drop()`); err != nil {
+		t.Fatal(err)
+	}
+	app := sessionOn(t, url, "new-version", "public_concurrency", s.Resolved.Schema)
+	if _, err := app.Exec(ctx, "BEGIN; SELECT count(*) FROM plainjobs_jobprocess"); err != nil {
+		t.Fatal(err)
+	}
+	appErr := make(chan error, 1)
+	go func() {
+		// Once contract holds the requests view, ask for it.
+		for {
+			var held bool
+			if err := admin.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE relation = to_regclass('public_concurrency.plainjobs_jobrequest') AND mode = 'AccessExclusiveLock' AND granted)`).Scan(&held); err != nil {
+				appErr <- err
+				return
+			}
+			if held {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+		_, err := app.Exec(ctx, "SELECT count(*) FROM plainjobs_jobrequest")
+		if err == nil {
+			_, err = app.Exec(ctx, "COMMIT")
+		}
+		appErr <- err
+	}()
+	// A first attempt that waits four times deadlock_timeout: its later
+	// view must still give way first.
+	_, err := migrations.Up(ctx, url, s.Layout, migrations.Options{Contract: true, LockTimeout: 32 * time.Second})
+	if aerr := <-appErr; aerr != nil {
+		t.Fatalf("the application's transaction during contract: %v; want it to commit (contract gives way)", aerr)
+	}
+	if err != nil {
+		t.Fatalf("contract: %v", err)
+	}
+}
