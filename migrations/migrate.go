@@ -306,6 +306,10 @@ type runner struct {
 	pooler *PoolerError
 	// locked says the run holds its session advisory lock.
 	locked bool
+	// pinned is the transaction a read-only run reads in when its session
+	// could not start with the pinned search_path (a pooler refused it):
+	// its first statement pins it (pgurl.PinTx); inTx nests in it.
+	pinned pgx.Tx
 	// hiddenSeen is when the run first saw each lock holder it cannot see
 	// in pg_stat_activity (see hiddenLongHolder).
 	hiddenSeen map[holder]time.Time
@@ -356,7 +360,7 @@ func newRunner(ctx context.Context, url string, l layout.Layout, opts Options, d
 	// Through a pooler, the process id the connection was given is the
 	// pooler's, not the server process's that runs the statements.
 	var serverPID uint32
-	if err := conn.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&serverPID); err != nil {
+	if err := conn.QueryRow(ctx, "SELECT pg_catalog.pg_backend_pid()").Scan(&serverPID); err != nil {
 		r.close()
 		return nil, fmt.Errorf("read the server process id: %w", err)
 	}
@@ -364,7 +368,18 @@ func newRunner(ctx context.Context, url string, l layout.Layout, opts Options, d
 		r.pooler = &PoolerError{ServerPID: serverPID, ConnectionPID: r.pid}
 	}
 	if direction != "up" && direction != "down" {
-		return r, nil // read-only: no session setting, no lock
+		// Read-only: no session setting, no lock. A session the pooler
+		// would not let start with the pinned search_path reads in one
+		// transaction that pins it first, rolled back at close.
+		if !pgurl.Pinned(conn) {
+			tx, err := pgurl.PinTx(ctx, conn)
+			if err != nil {
+				r.close()
+				return nil, fmt.Errorf("pin the search_path of a session the pooler started without it: %w", err)
+			}
+			r.pinned = tx
+		}
+		return r, nil
 	}
 	if r.pooler != nil {
 		r.close()
@@ -530,6 +545,10 @@ func (r *runner) close() {
 		// The server did not answer a cancel request within
 		// pgurl.CancelWait (or the connection broke): its session may go on.
 		r.printf("the connection to the server was lost before its statement was seen to end: its session (backend pid %d) may still run it and hold the run lock; 'migrate-unique status' shows it, and SELECT pg_cancel_backend(%d) ends the statement\n", r.pid, r.pid)
+	}
+	if r.pinned != nil && r.conn != nil && !r.conn.IsClosed() {
+		_ = r.pinned.Rollback(context.Background()) // it only read
+		r.pinned = nil
 	}
 	if r.conn != nil {
 		// Unlock before closing: a backend exits asynchronously, and a run
@@ -876,7 +895,11 @@ func (e *interruptedError) Unwrap() []error { return []error{e.err, e.ctxErr} }
 // pgx would drop the connection instead, and the run would lose the
 // orderly release of its run lock.
 func (r *runner) inTx(ctx context.Context, fn func(pgx.Tx) error) (err error) {
-	tx, err := r.conn.Begin(ctx)
+	begin := r.conn.Begin
+	if r.pinned != nil {
+		begin = r.pinned.Begin // a savepoint in the pinned transaction
+	}
+	tx, err := begin(ctx)
 	if err != nil {
 		return err
 	}

@@ -139,7 +139,7 @@ func (f *concurrencyFlags) open(ctx context.Context) (*opened, error) {
 	if strings.ContainsRune(*f.schema, 0) {
 		return nil, &exitError{code: 2, err: fmt.Errorf("--schema %q: give the schema that holds the runtime tables", *f.schema)}
 	}
-	conn, err := pgurl.Connect(ctx, url, "migrate-unique concurrency")
+	conn, err := pgurl.ConnectPinned(ctx, url, "migrate-unique concurrency")
 	if err != nil {
 		return nil, err
 	}

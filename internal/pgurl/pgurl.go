@@ -215,6 +215,47 @@ func CancelOnDone(cfg *pgconn.Config) {
 // last so that no temporary object shadows a table either.
 const SearchPath = "pg_catalog, pg_temp"
 
+// Pinned reports whether conn's session started with SearchPath. It did not
+// when a pooler refused the startup parameter and Connect connected again
+// without it: then each transaction that must resolve names safely starts
+// with SET LOCAL search_path = SearchPath (PinTx).
+func Pinned(conn *pgx.Conn) bool {
+	return conn.Config().RuntimeParams["search_path"] == SearchPath
+}
+
+// ConnectPinned connects as Connect does, but refuses a session that could
+// not start with SearchPath (a pooler refused the startup parameter): for
+// commands whose statements rely on the pin and run outside one read-only
+// transaction (the concurrency commands and their dashboard). Errors never
+// show the password.
+func ConnectPinned(ctx context.Context, s, applicationName string) (*pgx.Conn, error) {
+	conn, err := Connect(ctx, s, applicationName)
+	if err != nil {
+		return nil, err
+	}
+	if !Pinned(conn) {
+		_ = conn.Close(ctx)
+		return nil, RedactError(s, fmt.Errorf("connect to %s: the server (or a pooler in front of it) refused the startup parameter search_path, which this command needs so that no function or operator another role created in a schema on the search path can run in its session: connect directly to PostgreSQL, or list search_path in PgBouncer's track_extra_parameters (PgBouncer 1.20 and later); nothing was changed", Describe(s)))
+	}
+	return conn, nil
+}
+
+// PinTx opens a transaction on conn whose first statement pins its
+// search_path to SearchPath for the rest of the transaction. Through a
+// transaction-mode pooler, a transaction runs on one server connection and
+// SET LOCAL ends with it, so nothing reaches other clients.
+func PinTx(ctx context.Context, conn *pgx.Conn) (pgx.Tx, error) {
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := tx.Exec(ctx, "SET LOCAL search_path = "+SearchPath); err != nil {
+		_ = tx.Rollback(ctx)
+		return nil, err
+	}
+	return tx, nil
+}
+
 // Pin makes the sessions of cfg start with SearchPath.
 func Pin(cfg *pgconn.Config) {
 	if cfg.RuntimeParams == nil {
@@ -245,9 +286,9 @@ func unsupportedStartup(err error) bool {
 //
 // The session is pinned to SearchPath (Pin). A pooler that refuses the
 // startup parameter (PgBouncer without search_path in
-// track_extra_parameters) is connected to again without it: every
-// statement the tool sends names its functions, operators and types with
-// their schema, so it stays safe there, only not doubly so.
+// track_extra_parameters) is connected to again without it (Pinned then
+// reports false): the read-only commands then run in one transaction that
+// pins its search_path first (PinTx), and up and down refuse the pooler.
 func Connect(ctx context.Context, s, applicationName string) (*pgx.Conn, error) {
 	cfg, err := ParseConfig(s)
 	if err != nil {

@@ -306,7 +306,7 @@ func (s *Server) db(ctx context.Context, f func(conn *pgx.Conn, slots *compat.Sl
 		s.conn = nil
 	}
 	if s.conn == nil {
-		conn, err := pgurl.Connect(ctx, s.o.URL, "migrate-unique concurrency serve")
+		conn, err := pgurl.ConnectPinned(ctx, s.o.URL, "migrate-unique concurrency serve")
 		if err != nil {
 			return err
 		}
