@@ -64,6 +64,9 @@ ORDER BY 1, 2`, func(rows pgx.Rows) (Finding, error) {
 		case partitioned && t.Up && len(constraints) > 0:
 			why = fmt.Sprintf("%s and its unique rule is a constraint, %s: down could not restore a constraint on a partitioned table online (ALTER TABLE ... ADD CONSTRAINT ... USING INDEX does not run there)",
 				described, safe(strings.Join(constraints, ", ")))
+		case partitioned && t.Rename != "" && len(pending) > 0:
+			why = fmt.Sprintf("%s and partition %s is pending detach (an interrupted DETACH ... CONCURRENTLY): the rename of the key column does not reach a partition pending detach, and on PostgreSQL 18 its detach can then no longer be finished (ALTER TABLE ... FINALIZE fails: could not convert row type). Finish the detach first: ALTER TABLE %s DETACH PARTITION %s FINALIZE; then run again",
+				described, safe(strings.Join(pending, ", ")), table, safe(pending[0]))
 		case partitioned && (builds || dropsUnique):
 			return Finding{Kind: "partitioned table", Object: table, Outcome: Carried,
 				Message: fmt.Sprintf("table %s %s: each index the run builds on it is created ON ONLY the table, then built CONCURRENTLY on each partition and attached; a partition created meanwhile gets its own from PostgreSQL%s", table, described, pendingNote(table, pending))}, nil
@@ -82,8 +85,9 @@ ORDER BY 1, 2`, func(rows pgx.Rows) (Finding, error) {
 }}
 
 // pendingNote names the partitions pending detach (an interrupted DETACH
-// ... CONCURRENTLY, PostgreSQL 14 and later): the run builds nothing on
-// them, and their detach is finished by hand.
+// ... CONCURRENTLY, PostgreSQL 14 and later) for a run that renames
+// nothing (up --expand): it builds nothing on them, and their detach is
+// finished by hand. A run that renames the key refuses them.
 func pendingNote(table string, pending []string) string {
 	if len(pending) == 0 {
 		return ""
