@@ -121,15 +121,31 @@ func (f *concurrencyFlags) parse(args []string, minArgs, maxArgs int) ([]string,
 
 // opened is a connection to the runtime tables.
 type opened struct {
-	slots *compat.Slots
-	conn  *pgx.Conn
-	url   string
+	conn   *pgx.Conn
+	url    string
+	schema string
 }
 
 func (o *opened) close() { o.conn.Close(context.Background()) }
 
-// open connects and returns the slot API. Every statement is a single round
-// trip with no session state (see pgurl.Connect), so the commands work the
+// run runs f, one unit of the command's work, with the slot API on it
+// (pgurl.Run): on a session that could not start with the pinned
+// search_path (a pooler refused the startup parameter), f's statements run
+// in one transaction that pins it first, committed when f returns nil.
+// Errors are f's, for explain.
+func (o *opened) run(ctx context.Context, f func(h pgurl.Handle, slots *compat.Slots) error) error {
+	return pgurl.Run(ctx, o.conn, func(h pgurl.Handle) error {
+		s, err := compat.NewSlots(compat.Pgx(h), layout.Layout{Schema: o.schema, RequestsTable: layout.PlainJobsRequests}, compat.SlotsOptions{})
+		if err != nil {
+			return err
+		}
+		return f(h, s)
+	})
+}
+
+// open connects. Every statement is a single round trip with no session
+// state (see pgurl.Connect), and each unit of work pins its own
+// search_path where the session could not (run), so the commands work the
 // same through a transaction-mode pooler.
 func (f *concurrencyFlags) open(ctx context.Context) (*opened, error) {
 	url, err := pgurl.Resolve(*f.database)
@@ -139,22 +155,23 @@ func (f *concurrencyFlags) open(ctx context.Context) (*opened, error) {
 	if strings.ContainsRune(*f.schema, 0) {
 		return nil, &exitError{code: 2, err: fmt.Errorf("--schema %q: give the schema that holds the runtime tables", *f.schema)}
 	}
-	conn, err := pgurl.ConnectPinned(ctx, url, "migrate-unique concurrency")
+	conn, err := pgurl.Connect(ctx, url, "migrate-unique concurrency")
 	if err != nil {
 		return nil, err
 	}
-	l := layout.Layout{Schema: *f.schema, RequestsTable: layout.PlainJobsRequests}
-	s, err := compat.NewSlots(compat.Pgx(conn), l, compat.SlotsOptions{})
-	if err != nil {
-		conn.Close(context.Background())
-		return nil, err
-	}
-	return &opened{slots: s, conn: conn, url: url}, nil
+	return &opened{conn: conn, url: url, schema: *f.schema}, nil
 }
 
-// explain turns a database error into one that says what to do.
+// explain turns an error of run into one that says what to do. An exit
+// error (bad input, a refusal the command made) is returned as it is.
 func (f *concurrencyFlags) explain(ctx context.Context, db *opened, err error) error {
-	if errors.Is(err, compat.ErrSlotArgument) {
+	var exit *exitError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &exit):
+		return err
+	case errors.Is(err, compat.ErrSlotArgument):
 		return &exitError{code: 2, err: err}
 	}
 	return groupstatus.Explain(ctx, db.conn, *f.schema, db.url, err)
@@ -210,7 +227,11 @@ func runConcurrencyRelease(ctx context.Context, e *env, args []string) (err erro
 		return err
 	}
 	defer db.close()
-	l, err := db.slots.ForceRelease(ctx, pos[0], slot)
+	var l compat.Lease
+	err = db.run(ctx, func(_ pgurl.Handle, slots *compat.Slots) (err error) {
+		l, err = slots.ForceRelease(ctx, pos[0], slot)
+		return err
+	})
 	if errors.Is(err, compat.ErrSlotArgument) {
 		// The arguments are checked above: what is left is a slot the
 		// group does not have, a fact about the database, not a usage
@@ -279,10 +300,14 @@ func runConcurrencySet(ctx context.Context, e *env, args []string) (err error) {
 		return err
 	}
 	defer db.close()
-	shown, overrides := escapeName(group), db.slots.Overrides()
+	shown := escapeName(group)
 	j.res.Group = group
 	if *clearIt {
-		had, err := overrides.ClearLimit(ctx, group)
+		var had bool
+		err := db.run(ctx, func(_ pgurl.Handle, slots *compat.Slots) (err error) {
+			had, err = slots.Overrides().ClearLimit(ctx, group)
+			return err
+		})
 		if err != nil {
 			return f.explain(ctx, db, err)
 		}
@@ -294,21 +319,24 @@ func runConcurrencySet(ctx context.Context, e *env, args []string) (err error) {
 		fmt.Fprintf(e.stdout, "cleared the override of group %s; the code's limit applies\n", shown)
 		return nil
 	}
-	if err := checkKeyLength(ctx, db.conn, *f.schema, group); err != nil {
-		return err
-	}
-	known, err := groupstatus.GroupKnown(ctx, db.conn, *f.schema, group)
-	if err != nil {
-		return f.explain(ctx, db, err)
-	}
-	if !known {
-		msg := fmt.Sprintf("group %s has no job, no slot and no override in schema %s: is the name right? A group is a job class (as stored in the queue's class column) or class::key", strconv.Quote(group), strconv.Quote(*f.schema))
-		if !*force {
-			return fmt.Errorf("%s; nothing was changed: pass --force to set it anyway (a group whose jobs are not enqueued yet)", msg)
+	err = db.run(ctx, func(h pgurl.Handle, slots *compat.Slots) error {
+		if err := checkKeyLength(ctx, h, *f.schema, group); err != nil {
+			return err
 		}
-		fmt.Fprintf(e.stderr, "warning: %s; setting it anyway (--force)\n", msg)
-	}
-	if err := overrides.SetLimit(ctx, group, *limit, *reason); err != nil {
+		known, err := groupstatus.GroupKnown(ctx, h, *f.schema, group)
+		if err != nil {
+			return err
+		}
+		if !known {
+			msg := fmt.Sprintf("group %s has no job, no slot and no override in schema %s: is the name right? A group is a job class (as stored in the queue's class column) or class::key", strconv.Quote(group), strconv.Quote(*f.schema))
+			if !*force {
+				return &exitError{code: 1, err: fmt.Errorf("%s; nothing was changed: pass --force to set it anyway (a group whose jobs are not enqueued yet)", msg)}
+			}
+			fmt.Fprintf(e.stderr, "warning: %s; setting it anyway (--force)\n", msg)
+		}
+		return slots.Overrides().SetLimit(ctx, group, *limit, *reason)
+	})
+	if err != nil {
 		return f.explain(ctx, db, err)
 	}
 	j.res.Changed, j.res.Limit, j.res.Reason = true, limit, *reason
@@ -319,7 +347,11 @@ func runConcurrencySet(ctx context.Context, e *env, args []string) (err error) {
 	} else if *limit == 0 {
 		fmt.Fprint(e.stdout, "; no job of this group (this class and key) is admitted or started")
 	}
-	st, err := db.slots.Status(ctx, group)
+	var st compat.GroupStatus
+	err = db.run(ctx, func(_ pgurl.Handle, slots *compat.Slots) (err error) {
+		st, err = slots.Status(ctx, group)
+		return err
+	})
 	if err != nil {
 		fmt.Fprintln(e.stdout)
 		fmt.Fprintf(e.stderr, "the override is written; reading the group's holders afterwards failed: %v\n", f.explain(ctx, db, err))
@@ -338,7 +370,7 @@ func checkGroupName(group string) error { return usageError(groupstatus.CheckGro
 
 // checkKeyLength rejects a group whose key is longer than the key column of
 // the queue tables in schema can hold (exit 2).
-func checkKeyLength(ctx context.Context, conn *pgx.Conn, schema, group string) error {
+func checkKeyLength(ctx context.Context, conn pgurl.Handle, schema, group string) error {
 	return usageError(groupstatus.CheckKeyLength(ctx, conn, schema, group))
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/migrate-unique/migrate-unique/cmd/migrate-unique/internal/groupstatus"
 	"github.com/migrate-unique/migrate-unique/compat"
+	"github.com/migrate-unique/migrate-unique/internal/pgurl"
 )
 
 const concurrencyPauseUsage = `concurrency pause CLASS [--reason TEXT] [--database URL] [--schema S] [--json]
@@ -42,7 +43,11 @@ func runConcurrencyPause(ctx context.Context, e *env, args []string) (err error)
 		return err
 	}
 	defer db.close()
-	already, err := db.slots.Overrides().PauseClass(ctx, class, *reason)
+	var already bool
+	err = db.run(ctx, func(_ pgurl.Handle, slots *compat.Slots) (err error) {
+		already, err = slots.Overrides().PauseClass(ctx, class, *reason)
+		return err
+	})
 	if err != nil {
 		return f.explain(ctx, db, err)
 	}
@@ -80,7 +85,11 @@ func runConcurrencyResume(ctx context.Context, e *env, args []string) (err error
 		return err
 	}
 	defer db.close()
-	had, err := db.slots.Overrides().ResumeClass(ctx, class)
+	var had bool
+	err = db.run(ctx, func(_ pgurl.Handle, slots *compat.Slots) (err error) {
+		had, err = slots.Overrides().ResumeClass(ctx, class)
+		return err
+	})
 	if err != nil {
 		return f.explain(ctx, db, err)
 	}

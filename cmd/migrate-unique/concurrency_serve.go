@@ -50,7 +50,7 @@ func runConcurrencyServe(ctx context.Context, e *env, args []string) error {
 		return &exitError{code: 2, err: err}
 	}
 	// Fail now on a database that cannot be reached, not on the first page.
-	conn, err := pgurl.ConnectPinned(ctx, url, "migrate-unique concurrency serve")
+	conn, err := pgurl.Connect(ctx, url, "migrate-unique concurrency serve")
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/migrate-unique/migrate-unique/cmd/migrate-unique/internal/groupstatus"
+	"github.com/migrate-unique/migrate-unique/compat"
+	"github.com/migrate-unique/migrate-unique/internal/pgurl"
 )
 
 const concurrencyStatusUsage = `concurrency status [GROUP] [--database URL] [layout flags] [--json]
@@ -58,7 +60,11 @@ func runConcurrencyStatus(ctx context.Context, e *env, args []string) error {
 	if len(pos) == 1 {
 		group = pos[0]
 	}
-	out, err := groupstatus.Read(ctx, db.conn, db.slots, ql, group)
+	var out statusJSON
+	err = db.run(ctx, func(h pgurl.Handle, slots *compat.Slots) (err error) {
+		out, err = groupstatus.Read(ctx, h, slots, ql, group)
+		return err
+	})
 	if err != nil {
 		return f.explain(ctx, db, err)
 	}

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/migrate-unique/migrate-unique/compat"
@@ -28,13 +27,7 @@ func TestAHostileNeighbourNeverRunsInARollingDeploy(t *testing.T) {
 	shadows := testdb.PlantShadows(t, db)
 	admin := testdb.Connect(t, db)
 	ctx := t.Context()
-	var dbname string
-	if err := admin.QueryRow(ctx, "SELECT pg_catalog.current_database()").Scan(&dbname); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.Exec(ctx, "ALTER DATABASE "+pgx.Identifier{dbname}.Sanitize()+" SET search_path = public, pg_catalog"); err != nil {
-		t.Fatal(err)
-	}
+	setDatabaseSearchPath(t, db, "public, pg_catalog")
 	before := indexDefinitions(t, db)
 
 	cli := func(url string, code int, args ...string) string {
@@ -135,17 +128,7 @@ VALUES (pg_catalog.now(), pg_catalog.gen_random_uuid(), $1, '{}', 0, '', 'defaul
 	cli(db, 0, "down", "--drop-operator-data")
 	state(db, "legacy")
 
-	after := indexDefinitions(t, db)
-	for name, def := range before {
-		if after[name] != def {
-			t.Errorf("index %s after the rolling deploy and down:\n got %s\nwant %s", name, after[name], def)
-		}
-	}
-	for name, def := range after {
-		if _, ok := before[name]; !ok {
-			t.Errorf("index %s is new after the rolling deploy and down: %s", name, def)
-		}
-	}
+	sameIndexes(t, "the rolling deploy and down", before, indexDefinitions(t, db))
 }
 
 // expandedRuntime runs compat's enqueue, batch and slot paths on the

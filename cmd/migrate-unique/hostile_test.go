@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -44,13 +43,42 @@ WHERE n.nspname = 'public' AND t.relname LIKE 'plainjobs\_%'`)
 	return defs
 }
 
-// TestAHostileNeighbourNeverRuns runs every command of the CLI and the
-// runtime's enqueue, batch, retry, slot and status paths on a database where
-// another role planted shadowing functions and operators in public: with
-// the default search path, and with the role's search path public first.
-// No shadow ever runs, every command works, and up then down gives back
-// every index exactly.
-func TestAHostileNeighbourNeverRuns(t *testing.T) {
+// sameIndexes fails t for each index of before that after defines
+// otherwise or lacks, and each index after adds.
+func sameIndexes(t *testing.T, what string, before, after map[string]string) {
+	t.Helper()
+	for name, def := range before {
+		if after[name] != def {
+			t.Errorf("index %s after %s:\n got %s\nwant %s", name, what, after[name], def)
+		}
+	}
+	for name, def := range after {
+		if _, ok := before[name]; !ok {
+			t.Errorf("index %s is new after %s: %s", name, what, def)
+		}
+	}
+}
+
+// setDatabaseSearchPath makes searchPath the search path of every new
+// session of the database at db (ALTER DATABASE ... SET).
+func setDatabaseSearchPath(t *testing.T, db, searchPath string) {
+	t.Helper()
+	admin := testdb.Connect(t, db)
+	var dbname string
+	if err := admin.QueryRow(t.Context(), "SELECT pg_catalog.current_database()").Scan(&dbname); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.Exec(t.Context(), "ALTER DATABASE "+pgx.Identifier{dbname}.Sanitize()+" SET search_path = "+searchPath); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// onEachSearchPath runs f in a subtest per search path a hostile
+// neighbour can exploit, each on a plain-jobs database of its own with the
+// shadows planted in public: the default search path, on which the better
+// matching shadows win, and one that puts public before pg_catalog, on which
+// the exact copies win too.
+func onEachSearchPath(t *testing.T, f func(t *testing.T, db string, shadows *testdb.Shadows)) {
 	for _, searchPath := range []string{"", "public, pg_catalog"} {
 		name := "default"
 		if searchPath != "" {
@@ -59,88 +87,84 @@ func TestAHostileNeighbourNeverRuns(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			db := plainJobsDB(t)
 			shadows := testdb.PlantShadows(t, db)
-			admin := testdb.Connect(t, db)
-			ctx := t.Context()
 			if searchPath != "" {
-				var dbname string
-				if err := admin.QueryRow(ctx, "SELECT current_database()").Scan(&dbname); err != nil {
-					t.Fatal(err)
-				}
-				if _, err := admin.Exec(ctx, "ALTER DATABASE "+pgx.Identifier{dbname}.Sanitize()+" SET search_path = "+searchPath); err != nil {
-					t.Fatal(err)
-				}
+				setDatabaseSearchPath(t, db, searchPath)
 			}
-			check := func(what string) {
-				t.Helper()
-				shadows.Check(t, what)
-			}
-			before := indexDefinitions(t, db)
-			cli := func(code int, args ...string) string {
-				t.Helper()
-				got, out, errOut := runCLI(t, append(args, "--database", db)...)
-				if got != code {
-					t.Fatalf("%s: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), got, code, out, errOut)
-				}
-				check(strings.Join(args, " "))
-				return out
-			}
-			cli(0, "status")
-			cli(0, "plan")
-			cli(0, "sql", "--dir", filepath.Join(t.TempDir(), "before"))
-			cli(0, "up")
-			cli(0, "status")
-			cli(0, "plan", "--down")
-			dir := filepath.Join(t.TempDir(), "after")
-			cli(0, "sql", "--dir", dir)
-			files, _ := os.ReadDir(dir)
-			for _, f := range files {
-				b, err := os.ReadFile(filepath.Join(dir, f.Name()))
-				if err != nil {
-					t.Fatal(err)
-				}
-				if strings.Contains(string(b), "CREATE UNIQUE INDEX") && !strings.Contains(string(b), "OPERATOR(pg_catalog.=)") {
-					t.Errorf("%s rebuilds the saved rule with bare operators:\n%s", f.Name(), b)
-				}
-			}
+			f(t, db, shadows)
+		})
+	}
+}
 
-			// The runtime, on a pool whose sessions use the database's
-			// search path.
-			pool, err := pgxpool.New(ctx, db)
+// TestAHostileNeighbourNeverRuns runs every command of the CLI and the
+// runtime's enqueue, batch, retry, slot and status paths on a database where
+// another role planted shadowing functions and operators in public: with
+// the default search path, and with the role's search path public first.
+// No shadow ever runs, every command works, and up then down gives back
+// every index exactly.
+func TestAHostileNeighbourNeverRuns(t *testing.T) {
+	onEachSearchPath(t, func(t *testing.T, db string, shadows *testdb.Shadows) {
+		admin := testdb.Connect(t, db)
+		ctx := t.Context()
+		check := func(what string) {
+			t.Helper()
+			shadows.Check(t, what)
+		}
+		before := indexDefinitions(t, db)
+		cli := func(code int, args ...string) string {
+			t.Helper()
+			got, out, errOut := runCLI(t, append(args, "--database", db)...)
+			if got != code {
+				t.Fatalf("%s: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), got, code, out, errOut)
+			}
+			check(strings.Join(args, " "))
+			return out
+		}
+		cli(0, "status")
+		cli(0, "plan")
+		cli(0, "sql", "--dir", filepath.Join(t.TempDir(), "before"))
+		cli(0, "up")
+		cli(0, "status")
+		cli(0, "plan", "--down")
+		dir := filepath.Join(t.TempDir(), "after")
+		cli(0, "sql", "--dir", dir)
+		files, _ := os.ReadDir(dir)
+		for _, f := range files {
+			b, err := os.ReadFile(filepath.Join(dir, f.Name()))
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer pool.Close()
-			runtimeOn(t, pool)
-			check("the runtime")
+			if strings.Contains(string(b), "CREATE UNIQUE INDEX") && !strings.Contains(string(b), "OPERATOR(pg_catalog.=)") {
+				t.Errorf("%s rebuilds the saved rule with bare operators:\n%s", f.Name(), b)
+			}
+		}
 
-			cli(0, "concurrency", "set", "app.Mail::acct-7", "--limit", "2", "--reason", "quota")
-			cli(0, "concurrency", "status")
-			cli(0, "concurrency", "status", "app.Mail::acct-7")
-			cli(0, "concurrency", "pause", "app.Export", "--reason", "maintenance")
-			cli(0, "concurrency", "resume", "app.Export")
-			cli(0, "concurrency", "release", "app.Mail::acct-7", "0", "--force")
-			cli(0, "concurrency", "set", "app.Mail::acct-7", "--clear")
-			// Down refuses while the runtime's rows break the old rule; clear
-			// what the runtime test enqueued.
-			if _, err := admin.Exec(ctx, "DELETE FROM public.plainjobs_jobrequest WHERE job_class OPERATOR(pg_catalog.~~) 'app.%'"); err != nil {
-				t.Fatal(err)
-			}
-			shadows.Hits(t)
-			cli(0, "down", "--drop-operator-data")
-			cli(0, "status")
-			after := indexDefinitions(t, db)
-			for name, def := range before {
-				if after[name] != def {
-					t.Errorf("index %s after up and down:\n got %s\nwant %s", name, after[name], def)
-				}
-			}
-			for name, def := range after {
-				if _, ok := before[name]; !ok {
-					t.Errorf("index %s is new after up and down: %s", name, def)
-				}
-			}
-		})
-	}
+		// The runtime, on a pool whose sessions use the database's
+		// search path.
+		pool, err := pgxpool.New(ctx, db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pool.Close()
+		runtimeOn(t, pool)
+		check("the runtime")
+
+		cli(0, "concurrency", "set", "app.Mail::acct-7", "--limit", "2", "--reason", "quota")
+		cli(0, "concurrency", "status")
+		cli(0, "concurrency", "status", "app.Mail::acct-7")
+		cli(0, "concurrency", "pause", "app.Export", "--reason", "maintenance")
+		cli(0, "concurrency", "resume", "app.Export")
+		cli(0, "concurrency", "release", "app.Mail::acct-7", "0", "--force")
+		cli(0, "concurrency", "set", "app.Mail::acct-7", "--clear")
+		// Down refuses while the runtime's rows break the old rule; clear
+		// what the runtime test enqueued.
+		if _, err := admin.Exec(ctx, "DELETE FROM public.plainjobs_jobrequest WHERE job_class OPERATOR(pg_catalog.~~) 'app.%'"); err != nil {
+			t.Fatal(err)
+		}
+		shadows.Hits(t)
+		cli(0, "down", "--drop-operator-data")
+		cli(0, "status")
+		sameIndexes(t, "up and down", before, indexDefinitions(t, db))
+	})
 }
 
 // runtimeOn runs compat's enqueue, batch, retry, slot and status paths
@@ -271,10 +295,7 @@ func TestAReadOnlyTargetIsRefusedBeforeAnyChange(t *testing.T) {
 	if version != nil {
 		t.Errorf("the refused runs created %s", *version)
 	}
-	after := indexDefinitions(t, db)
-	if fmt.Sprint(before) != fmt.Sprint(after) {
-		t.Errorf("the refused runs changed the indexes:\n%v\n%v", before, after)
-	}
+	sameIndexes(t, "the refused runs", before, indexDefinitions(t, db))
 	code, out, errOut := runCLI(t, "status", "--database", db)
 	if code != 0 || !strings.Contains(out, "state:    legacy") {
 		t.Errorf("status after the refusals: exit %d\n%s%s", code, out, errOut)
@@ -303,7 +324,5 @@ CREATE UNIQUE INDEX nullif_rule ON plainjobs_jobrequest (job_class, unique_key) 
 			t.Errorf("plan --json has no finding of kind saved_rule:\n%s", out)
 		}
 	}
-	if after := indexDefinitions(t, db); fmt.Sprint(before) != fmt.Sprint(after) {
-		t.Errorf("the refused run changed the indexes:\n%v\n%v", before, after)
-	}
+	sameIndexes(t, "the refused run", before, indexDefinitions(t, db))
 }

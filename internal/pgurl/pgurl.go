@@ -218,26 +218,9 @@ const SearchPath = "pg_catalog, pg_temp"
 // Pinned reports whether conn's session started with SearchPath. It did not
 // when a pooler refused the startup parameter and Connect connected again
 // without it: then each transaction that must resolve names safely starts
-// with SET LOCAL search_path = SearchPath (PinTx).
+// with SET LOCAL search_path = SearchPath (PinTx, Run).
 func Pinned(conn *pgx.Conn) bool {
 	return conn.Config().RuntimeParams["search_path"] == SearchPath
-}
-
-// ConnectPinned connects as Connect does, but refuses a session that could
-// not start with SearchPath (a pooler refused the startup parameter): for
-// commands whose statements rely on the pin and run outside one read-only
-// transaction (the concurrency commands and their dashboard). Errors never
-// show the password.
-func ConnectPinned(ctx context.Context, s, applicationName string) (*pgx.Conn, error) {
-	conn, err := Connect(ctx, s, applicationName)
-	if err != nil {
-		return nil, err
-	}
-	if !Pinned(conn) {
-		_ = conn.Close(ctx)
-		return nil, RedactError(s, fmt.Errorf("connect to %s: the server (or a pooler in front of it) refused the startup parameter search_path, which this command needs so that no function or operator another role created in a schema on the search path can run in its session: connect directly to PostgreSQL, or list search_path in PgBouncer's track_extra_parameters (PgBouncer 1.20 and later); nothing was changed", Describe(s)))
-	}
-	return conn, nil
 }
 
 // PinTx opens a transaction on conn whose first statement pins its
@@ -254,6 +237,39 @@ func PinTx(ctx context.Context, conn *pgx.Conn) (pgx.Tx, error) {
 		return nil, err
 	}
 	return tx, nil
+}
+
+// Handle is what *pgx.Conn and pgx.Tx have in common: what Run gives the
+// work it runs (compat.Pgx takes it too).
+type Handle interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Begin(ctx context.Context) (pgx.Tx, error)
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// Run runs f, one unit of a command's work, on conn: on the connection
+// itself when its session is pinned (Pinned); else in one transaction whose
+// first statement pins its search_path (PinTx), committed when f returns
+// nil and rolled back when it fails. Through a transaction-mode pooler a
+// transaction keeps one server connection, so every statement f sends runs
+// under the pin, and the pin ends with the transaction. f must not commit,
+// and must not go on after a statement failed (the transaction is then
+// aborted): it returns the error.
+func Run(ctx context.Context, conn *pgx.Conn, f func(Handle) error) error {
+	if Pinned(conn) {
+		return f(conn)
+	}
+	tx, err := PinTx(ctx, conn)
+	if err != nil {
+		return fmt.Errorf("pin the search_path of a session the pooler started without it: %w", err)
+	}
+	if err := f(tx); err != nil {
+		_ = tx.Rollback(context.WithoutCancel(ctx))
+		return err
+	}
+	return tx.Commit(ctx)
 }
 
 // Pin makes the sessions of cfg start with SearchPath.
@@ -273,6 +289,15 @@ func unsupportedStartup(err error) bool {
 	return errors.As(err, &pgErr) && strings.Contains(pgErr.Message, "unsupported startup parameter")
 }
 
+type tracerKey struct{}
+
+// WithTracer returns a context under which Connect gives the connections
+// it opens tr as their query tracer (pgx.ConnConfig.Tracer): for tests and
+// diagnostics that record every statement a command sends.
+func WithTracer(ctx context.Context, tr pgx.QueryTracer) context.Context {
+	return context.WithValue(ctx, tracerKey{}, tr)
+}
+
 // Connect parses s and connects. Statements run in pgx's exec mode (each
 // one a single round trip with an unnamed statement), so no prepared
 // statement outlives its statement on the server connection: through a
@@ -287,8 +312,9 @@ func unsupportedStartup(err error) bool {
 // The session is pinned to SearchPath (Pin). A pooler that refuses the
 // startup parameter (PgBouncer without search_path in
 // track_extra_parameters) is connected to again without it (Pinned then
-// reports false): the read-only commands then run in one transaction that
-// pins its search_path first (PinTx), and up and down refuse the pooler.
+// reports false): the read-only commands and the concurrency commands then
+// run their statements in transactions that pin the search_path first
+// (PinTx, Run), and up and down refuse the pooler.
 func Connect(ctx context.Context, s, applicationName string) (*pgx.Conn, error) {
 	cfg, err := ParseConfig(s)
 	if err != nil {
@@ -300,6 +326,9 @@ func Connect(ctx context.Context, s, applicationName string) (*pgx.Conn, error) 
 		cfg.RuntimeParams["application_name"] = applicationName
 	}
 	Pin(&cfg.Config)
+	if tr, ok := ctx.Value(tracerKey{}).(pgx.QueryTracer); ok {
+		cfg.Tracer = tr
+	}
 	for delay := 50 * time.Millisecond; ; delay *= 2 {
 		conn, err := pgx.ConnectConfig(ctx, cfg)
 		if err == nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/migrate-unique/migrate-unique/cmd/migrate-unique/internal/groupstatus"
 	"github.com/migrate-unique/migrate-unique/compat"
+	"github.com/migrate-unique/migrate-unique/internal/pgurl"
 	"github.com/migrate-unique/migrate-unique/layout"
 )
 
@@ -48,7 +49,7 @@ type jobColumns struct {
 }
 
 // columnsOf finds the columns of table among candidates, first match wins.
-func columnsOf(ctx context.Context, conn *pgx.Conn, schema, table string) (map[string]bool, error) {
+func columnsOf(ctx context.Context, conn pgurl.Handle, schema, table string) (map[string]bool, error) {
 	rows, err := conn.Query(ctx, `SELECT a.attname::pg_catalog.text FROM pg_catalog.pg_attribute a
 JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) a.attrelid JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
 WHERE n.nspname OPERATOR(pg_catalog.=) $1::pg_catalog.text AND c.relname OPERATOR(pg_catalog.=) $2::pg_catalog.text AND a.attnum > 0 AND NOT a.attisdropped`, schema, table)
@@ -77,7 +78,7 @@ func first(have map[string]bool, names ...string) string {
 
 // jobTables returns the queued and the running jobs' columns of the
 // layout; a zero jobColumns (table "") where there is no such table.
-func jobTables(ctx context.Context, conn *pgx.Conn, l layout.Resolved) (queued, running jobColumns, err error) {
+func jobTables(ctx context.Context, conn pgurl.Handle, l layout.Resolved) (queued, running jobColumns, err error) {
 	of := func(table string, startAt, started []string) (jobColumns, error) {
 		if table == "" {
 			return jobColumns{}, nil
@@ -122,7 +123,7 @@ func jobTables(ctx context.Context, conn *pgx.Conn, l layout.Resolved) (queued, 
 // (by creation time where the table has one, else by id), with their
 // reschedule counts: at most limit rows, an index probe on the class (and
 // key) and a sort of the group's rows.
-func listJobs(ctx context.Context, conn *pgx.Conn, l layout.Resolved, c jobColumns, class, key string, limit, offset int) ([]Job, error) {
+func listJobs(ctx context.Context, conn pgurl.Handle, l layout.Resolved, c jobColumns, class, key string, limit, offset int) ([]Job, error) {
 	t := func(col string) string {
 		if col == "" {
 			return "NULL::pg_catalog.timestamptz"
@@ -171,7 +172,7 @@ func (s *Server) groupPage(ctx context.Context, r *http.Request) (string, map[st
 	var g groupstatus.Group
 	var ov compat.Override
 	var hasOverride bool
-	err := s.db(ctx, func(conn *pgx.Conn, slots *compat.Slots) error {
+	err := s.db(ctx, func(conn pgurl.Handle, slots *compat.Slots) error {
 		rep, err := groupstatus.Read(ctx, conn, slots, s.o.Layout, name)
 		if err != nil {
 			return err

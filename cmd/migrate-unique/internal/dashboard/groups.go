@@ -12,10 +12,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/migrate-unique/migrate-unique/cmd/migrate-unique/internal/groupstatus"
 	"github.com/migrate-unique/migrate-unique/compat"
+	"github.com/migrate-unique/migrate-unique/internal/pgurl"
 )
 
 // Row is one group of the groups page and of /api/groups.
@@ -143,7 +142,7 @@ func (s *Server) readGroups(ctx context.Context, r *http.Request) (GroupsView, e
 		v.Page = p
 	}
 	var rep groupstatus.SummaryReport
-	err := s.db(ctx, func(conn *pgx.Conn, slots *compat.Slots) error {
+	err := s.db(ctx, func(conn pgurl.Handle, slots *compat.Slots) error {
 		var err error
 		rep, err = groupstatus.ReadSummaries(ctx, conn, slots, s.o.Layout)
 		return err

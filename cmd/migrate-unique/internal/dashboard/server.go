@@ -299,24 +299,29 @@ func (s *Server) staticFile(w http.ResponseWriter, r *http.Request) {
 
 // db runs f on the server's connection, opening it first if needed; a
 // connection that broke is dropped and opened again by the next request.
-func (s *Server) db(ctx context.Context, f func(conn *pgx.Conn, slots *compat.Slots) error) error {
+// f is one pgurl.Run: when a pooler refused the pinned search_path at
+// connect, each request's reads and switches run in one transaction that
+// pins it first.
+func (s *Server) db(ctx context.Context, f func(conn pgurl.Handle, slots *compat.Slots) error) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.conn != nil && s.conn.IsClosed() {
 		s.conn = nil
 	}
 	if s.conn == nil {
-		conn, err := pgurl.ConnectPinned(ctx, s.o.URL, "migrate-unique concurrency serve")
+		conn, err := pgurl.Connect(ctx, s.o.URL, "migrate-unique concurrency serve")
 		if err != nil {
 			return err
 		}
 		s.conn = conn
 	}
-	slots, err := compat.NewSlots(compat.Pgx(s.conn), layout.Layout{Schema: s.o.Layout.Schema, RequestsTable: layout.PlainJobsRequests}, compat.SlotsOptions{})
-	if err != nil {
-		return err
-	}
-	err = f(s.conn, slots)
+	err := pgurl.Run(ctx, s.conn, func(h pgurl.Handle) error {
+		slots, err := compat.NewSlots(compat.Pgx(h), layout.Layout{Schema: s.o.Layout.Schema, RequestsTable: layout.PlainJobsRequests}, compat.SlotsOptions{})
+		if err != nil {
+			return err
+		}
+		return f(h, slots)
+	})
 	if err != nil {
 		err = groupstatus.Explain(ctx, s.conn, s.o.Layout.Schema, s.o.URL, err)
 	}

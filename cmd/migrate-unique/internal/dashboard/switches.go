@@ -12,10 +12,9 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/migrate-unique/migrate-unique/cmd/migrate-unique/internal/groupstatus"
 	"github.com/migrate-unique/migrate-unique/compat"
+	"github.com/migrate-unique/migrate-unique/internal/pgurl"
 	"github.com/migrate-unique/migrate-unique/layout"
 )
 
@@ -185,7 +184,7 @@ func (s *Server) switchPage(ctx context.Context, r *http.Request) (string, map[s
 	}
 	var msg string
 	apply := r.PostFormValue("step") == "apply"
-	err = s.db(ctx, func(conn *pgx.Conn, slots *compat.Slots) error {
+	err = s.db(ctx, func(conn pgurl.Handle, slots *compat.Slots) error {
 		var g groupstatus.Group
 		if sw.Group != "" {
 			st, err := slots.Status(ctx, sw.Group)
@@ -213,7 +212,7 @@ func (s *Server) switchPage(ctx context.Context, r *http.Request) (string, map[s
 
 // apply does the switch with the CLI's calls and checks, and returns what
 // it did.
-func (s *Server) apply(ctx context.Context, conn *pgx.Conn, slots *compat.Slots, sw switchRequest, g groupstatus.Group) (string, error) {
+func (s *Server) apply(ctx context.Context, conn pgurl.Handle, slots *compat.Slots, sw switchRequest, g groupstatus.Group) (string, error) {
 	o := slots.Overrides()
 	schema := s.o.Layout.Schema
 	switch sw.Action {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/migrate-unique/migrate-unique/internal/pgurl"
 	"github.com/migrate-unique/migrate-unique/layout"
 )
 
@@ -42,11 +43,15 @@ const probeGroups = 64
 
 // NewCounter returns nil and says why when the queue's tables cannot be
 // counted (missing, or without a key column).
-func NewCounter(ctx context.Context, conn *pgx.Conn, l layout.Resolved) (*Counter, string) {
+func NewCounter(ctx context.Context, conn pgurl.Handle, l layout.Resolved) (*Counter, string) {
 	keyOf := func(table string) (string, error) {
 		var key *string
-		err := conn.QueryRow(ctx, `SELECT (SELECT a.attname::text FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attname IN ($3, $4) AND NOT a.attisdropped ORDER BY a.attname = $3 DESC LIMIT 1)
-FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')`,
+		err := conn.QueryRow(ctx, `SELECT (SELECT a.attname::pg_catalog.text FROM pg_catalog.pg_attribute a
+  WHERE a.attrelid OPERATOR(pg_catalog.=) c.oid AND a.attname OPERATOR(pg_catalog.=) ANY (ARRAY[$3, $4]::pg_catalog.name[]) AND NOT a.attisdropped
+  ORDER BY a.attname OPERATOR(pg_catalog.=) $3::pg_catalog.name DESC LIMIT 1)
+FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
+WHERE n.nspname OPERATOR(pg_catalog.=) $1::pg_catalog.name AND c.relname OPERATOR(pg_catalog.=) $2::pg_catalog.name
+  AND c.relkind OPERATOR(pg_catalog.=) ANY ('{r,p}'::pg_catalog."char"[])`,
 			l.Schema, table, layout.KeyColumn, layout.LegacyKeyColumn).Scan(&key)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
@@ -112,7 +117,7 @@ type Counts struct {
 // one count per group, in the groups' order. Up to probeGroups groups are
 // counted with index probes, more in one aggregate pass over their
 // classes' jobs.
-func (qc *Counter) CountAll(ctx context.Context, conn *pgx.Conn, groups []Group) ([]Counts, error) {
+func (qc *Counter) CountAll(ctx context.Context, conn pgurl.Handle, groups []Group) ([]Counts, error) {
 	classes, keys := make([]string, len(groups)), make([]string, len(groups))
 	for i, g := range groups {
 		classes[i], keys[i] = g.Class, g.Key
@@ -122,7 +127,7 @@ func (qc *Counter) CountAll(ctx context.Context, conn *pgx.Conn, groups []Group)
 
 // CountEach is CountAll for the groups of classes[i] and keys[i] ("" for
 // the whole class).
-func (qc *Counter) CountEach(ctx context.Context, conn *pgx.Conn, classes, keys []string) ([]Counts, error) {
+func (qc *Counter) CountEach(ctx context.Context, conn pgurl.Handle, classes, keys []string) ([]Counts, error) {
 	if len(classes) != len(keys) {
 		return nil, fmt.Errorf("count: %d classes and %d keys", len(classes), len(keys))
 	}
@@ -162,7 +167,7 @@ func (qc *Counter) CountEach(ctx context.Context, conn *pgx.Conn, classes, keys 
 }
 
 // countProbes runs the probe statement: one count per group, in order.
-func countProbes(ctx context.Context, conn *pgx.Conn, sql string, classes, keys []string, out []Counts, field func(*Counts) *int64) error {
+func countProbes(ctx context.Context, conn pgurl.Handle, sql string, classes, keys []string, out []Counts, field func(*Counts) *int64) error {
 	rows, err := conn.Query(ctx, sql, classes, keys)
 	if err != nil {
 		return err
@@ -193,7 +198,7 @@ func countProbes(ctx context.Context, conn *pgx.Conn, sql string, classes, keys 
 // the sum of its class's rows (a NULL key's too). The rows are read raw
 // (text is its bytes in either format; the count is sent as text), so
 // that 10,000 rows cost no allocation each.
-func countAggregate(ctx context.Context, conn *pgx.Conn, sql string, distinct, classes, keys []string, out []Counts, field func(*Counts) *int64) error {
+func countAggregate(ctx context.Context, conn pgurl.Handle, sql string, distinct, classes, keys []string, out []Counts, field func(*Counts) *int64) error {
 	type classGroups struct {
 		whole int            // the first keyless group of the class, or -1
 		keys  map[string]int // the first group of each key

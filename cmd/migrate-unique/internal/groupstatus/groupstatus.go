@@ -60,7 +60,7 @@ type Report struct {
 // job, or whose class is paused (or group alone when it is not ""), with
 // its jobs counted in the queue's tables of ql. Errors are the database's:
 // pass them through Explain.
-func Read(ctx context.Context, conn *pgx.Conn, slots *compat.Slots, ql layout.Resolved, group string) (Report, error) {
+func Read(ctx context.Context, conn pgurl.Handle, slots *compat.Slots, ql layout.Resolved, group string) (Report, error) {
 	var groups []compat.GroupStatus
 	if group != "" {
 		st, err := slots.Status(ctx, group)
@@ -118,7 +118,8 @@ func FromRuntime(groups []compat.GroupStatus, pauses []compat.Pause) Report {
 
 // Explain turns a database error into one that says what to do: a missing
 // runtime table names the tables that are there and the command to run;
-// any other error has the URL's password masked.
+// any other error has the URL's password masked. Call it after the failed
+// work's pgurl.Run has returned (RuntimeTablesState reads).
 func Explain(ctx context.Context, conn *pgx.Conn, schema, url string, err error) error {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && (pgErr.Code == "42P01" || pgErr.Code == "3F000") {
@@ -131,13 +132,17 @@ func Explain(ctx context.Context, conn *pgx.Conn, schema, url string, err error)
 
 // RuntimeTablesState explains a missing runtime table: which of them exist,
 // and whether the queue was rolled back (down keeps the tables that hold
-// operator data) or never migrated.
+// operator data) or never migrated. It reads in its own pgurl.Run: call it
+// after the failed work's transaction has ended.
 func RuntimeTablesState(ctx context.Context, conn *pgx.Conn, schema string) string {
 	names := []string{layout.LimitsTable, layout.SlotsTable, layout.ReschedulesTable}
 	var present []string
 	for _, n := range names {
 		var ok bool
-		if err := conn.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, layout.Qualified(schema, n)).Scan(&ok); err == nil && ok {
+		err := pgurl.Run(ctx, conn, func(h pgurl.Handle) error {
+			return h.QueryRow(ctx, `SELECT pg_catalog.to_regclass($1::pg_catalog.text) IS NOT NULL`, layout.Qualified(schema, n)).Scan(&ok)
+		})
+		if err == nil && ok {
 			present = append(present, n)
 		}
 	}
@@ -228,16 +233,18 @@ func CheckClassName(class string) error {
 
 // CheckKeyLength rejects a group whose key is longer than the key column of
 // the queue tables in schema can hold (varchar(n)).
-func CheckKeyLength(ctx context.Context, conn *pgx.Conn, schema, group string) error {
+func CheckKeyLength(ctx context.Context, conn pgurl.Handle, schema, group string) error {
 	_, key := layout.SplitGroupName(group)
 	if key == "" {
 		return nil
 	}
 	var maxLen *int
-	err := conn.QueryRow(ctx, `SELECT min(a.atttypmod - 4)::int FROM pg_attribute a
-JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace
-WHERE n.nspname = $1 AND c.relkind IN ('r', 'p') AND a.attname IN ($2, $3) AND NOT a.attisdropped
-  AND a.atttypid IN ('varchar'::regtype, 'bpchar'::regtype) AND a.atttypmod > 4`, schema, layout.KeyColumn, layout.LegacyKeyColumn).Scan(&maxLen)
+	err := conn.QueryRow(ctx, `SELECT pg_catalog.min(a.atttypmod OPERATOR(pg_catalog.-) 4)::pg_catalog.int4 FROM pg_catalog.pg_attribute a
+JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) a.attrelid JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
+WHERE n.nspname OPERATOR(pg_catalog.=) $1::pg_catalog.name AND c.relkind OPERATOR(pg_catalog.=) ANY ('{r,p}'::pg_catalog."char"[])
+  AND a.attname OPERATOR(pg_catalog.=) ANY (ARRAY[$2, $3]::pg_catalog.name[]) AND NOT a.attisdropped
+  AND a.atttypid OPERATOR(pg_catalog.=) ANY ('{pg_catalog.varchar,pg_catalog.bpchar}'::pg_catalog.regtype[]::pg_catalog.oid[])
+  AND a.atttypmod OPERATOR(pg_catalog.>) 4`, schema, layout.KeyColumn, layout.LegacyKeyColumn).Scan(&maxLen)
 	if err != nil {
 		return fmt.Errorf("read the key column's length: %w", err)
 	}
@@ -254,21 +261,21 @@ var classColumns = []string{"job_class", "job_type", "kind"}
 // job, or jobs in a queue table of schema. Only queue tables with an index
 // that leads with the class column are read (the counting indexes of up),
 // so a misspelt group costs index probes, never a scan of a large table.
-func GroupKnown(ctx context.Context, conn *pgx.Conn, schema, group string) (bool, error) {
+func GroupKnown(ctx context.Context, conn pgurl.Handle, schema, group string) (bool, error) {
 	qualified := func(name string) string { return layout.Qualified(schema, name) }
 	var known bool
-	err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM `+qualified(layout.SlotsTable)+` WHERE group_name = $1)
-  OR EXISTS (SELECT 1 FROM `+qualified(layout.LimitsTable)+` WHERE group_name = $1)
-  OR EXISTS (SELECT 1 FROM `+qualified(layout.ReschedulesTable)+` WHERE group_name = $1)`, group).Scan(&known)
+	err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM `+qualified(layout.SlotsTable)+` WHERE group_name OPERATOR(pg_catalog.=) $1::pg_catalog.text)
+  OR EXISTS (SELECT 1 FROM `+qualified(layout.LimitsTable)+` WHERE group_name OPERATOR(pg_catalog.=) $1::pg_catalog.text)
+  OR EXISTS (SELECT 1 FROM `+qualified(layout.ReschedulesTable)+` WHERE group_name OPERATOR(pg_catalog.=) $1::pg_catalog.text)`, group).Scan(&known)
 	if err != nil || known {
 		return known, err
 	}
-	rows, err := conn.Query(ctx, `SELECT DISTINCT c.relname::text, a.attname::text
-FROM pg_index x
-JOIN pg_class c ON c.oid = x.indrelid JOIN pg_namespace n ON n.oid = c.relnamespace
-JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = x.indkey[0]
-WHERE n.nspname = $1 AND a.attname = ANY ($2) AND x.indisvalid
-  AND EXISTS (SELECT 1 FROM pg_attribute k WHERE k.attrelid = c.oid AND k.attname = $3 AND NOT k.attisdropped)
+	rows, err := conn.Query(ctx, `SELECT DISTINCT c.relname::pg_catalog.text, a.attname::pg_catalog.text
+FROM pg_catalog.pg_index x
+JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) x.indrelid JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
+JOIN pg_catalog.pg_attribute a ON a.attrelid OPERATOR(pg_catalog.=) c.oid AND a.attnum OPERATOR(pg_catalog.=) x.indkey[0]
+WHERE n.nspname OPERATOR(pg_catalog.=) $1::pg_catalog.name AND a.attname OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.name[]) AND x.indisvalid
+  AND EXISTS (SELECT 1 FROM pg_catalog.pg_attribute k WHERE k.attrelid OPERATOR(pg_catalog.=) c.oid AND k.attname OPERATOR(pg_catalog.=) $3::pg_catalog.name AND NOT k.attisdropped)
 ORDER BY 1`, schema, classColumns, layout.KeyColumn)
 	if err != nil {
 		return false, err
@@ -283,10 +290,10 @@ ORDER BY 1`, schema, classColumns, layout.KeyColumn)
 	}
 	class, key := layout.SplitGroupName(group)
 	for _, t := range tables {
-		q := `SELECT EXISTS (SELECT 1 FROM ` + qualified(t.name) + ` WHERE ` + layout.Ident(t.class) + ` = $1`
+		q := `SELECT EXISTS (SELECT 1 FROM ` + qualified(t.name) + ` WHERE ` + layout.Ident(t.class) + ` OPERATOR(pg_catalog.=) $1::pg_catalog.text`
 		args := []any{class}
 		if key != "" {
-			q += ` AND ` + layout.Ident(layout.KeyColumn) + ` = $2`
+			q += ` AND ` + layout.Ident(layout.KeyColumn) + ` OPERATOR(pg_catalog.=) $2::pg_catalog.text`
 			args = append(args, key)
 		}
 		if err := conn.QueryRow(ctx, q+`)`, args...).Scan(&known); err != nil || known {

@@ -4,9 +4,8 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/migrate-unique/migrate-unique/compat"
+	"github.com/migrate-unique/migrate-unique/internal/pgurl"
 	"github.com/migrate-unique/migrate-unique/layout"
 )
 
@@ -54,7 +53,7 @@ const maxListedWaiting = 10
 // PostgreSQL), the class pauses, and one count per queue table
 // (Counter.CountEach). It reads no slot row, waiting job or lock holder
 // one by one: a group's own page reads those with Read.
-func ReadSummaries(ctx context.Context, conn *pgx.Conn, slots *compat.Slots, ql layout.Resolved) (SummaryReport, error) {
+func ReadSummaries(ctx context.Context, conn pgurl.Handle, slots *compat.Slots, ql layout.Resolved) (SummaryReport, error) {
 	sums, err := slots.Summaries(ctx)
 	if err != nil {
 		return SummaryReport{}, err
