@@ -107,7 +107,14 @@ SELECT uuid::text, 'dash.Mail::over', 4, now() - interval '10 minutes', now() FR
 // ends and returns its address and login link.
 func startServe(t *testing.T, args ...string) (base, login string, logs *syncBuffer) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
+	return startServeContext(t, context.Background(), args...)
+}
+
+// startServeContext is startServe under parent (a context that carries a
+// statement recorder: pgurl.WithTracer).
+func startServeContext(t *testing.T, parent context.Context, args ...string) (base, login string, logs *syncBuffer) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(parent)
 	out, errOut := &syncBuffer{}, &syncBuffer{}
 	done := make(chan int, 1)
 	go func() {

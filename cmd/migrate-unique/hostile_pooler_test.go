@@ -2,17 +2,24 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/migrate-unique/migrate-unique/compat"
+	"github.com/migrate-unique/migrate-unique/internal/pgurl"
+	"github.com/migrate-unique/migrate-unique/internal/qualify"
 	"github.com/migrate-unique/migrate-unique/internal/testdb"
 	"github.com/migrate-unique/migrate-unique/layout"
 )
@@ -67,15 +74,73 @@ func TestAHostileNeighbourNeverRunsThroughAPooler(t *testing.T) {
 		cli(db, 0, "up")
 		shadows.Hits(t)
 		readOnly("migrated")
-		concurrencyThroughAPooler(t, db, pooled, func(what string) { shadows.Check(t, what+" through the pooler") })
+		rec := &statementRecorder{}
+		concurrencyThroughAPooler(t, pgurl.WithTracer(t.Context(), rec), db, pooled, func(what string) { shadows.Check(t, what+" through the pooler") })
+		requireQualified(t, rec)
 	})
+}
+
+// statementRecorder records the text of every statement sent on the
+// connections it traces (pgurl.WithTracer).
+type statementRecorder struct {
+	mu   sync.Mutex
+	sqls []string
+}
+
+func (r *statementRecorder) add(sql string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.sqls = append(r.sqls, sql)
+}
+
+func (r *statementRecorder) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	r.add(d.SQL)
+	return ctx
+}
+
+func (r *statementRecorder) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (r *statementRecorder) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	return ctx
+}
+
+func (r *statementRecorder) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
+	r.add(d.SQL)
+}
+
+func (r *statementRecorder) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+
+// unresolved are the statements that resolve no function, operator or
+// type: transaction control, and the pin itself.
+var unresolved = regexp.MustCompile(`^(?i:begin|commit|rollback|(release |rollback to )?savepoint \w+|SET LOCAL search_path = pg_catalog, pg_temp)$`)
+
+// requireQualified fails t for every statement rec recorded that names a
+// function, operator or type SQL would qualify (qualify.Check): each must
+// resolve in pg_catalog on any search path, pinned or not.
+func requireQualified(t *testing.T, rec *statementRecorder) {
+	t.Helper()
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.sqls) < 20 {
+		t.Fatalf("only %d statements recorded: the recorder saw nothing of the commands", len(rec.sqls))
+	}
+	seen := map[string]bool{}
+	for _, sql := range rec.sqls {
+		if seen[sql] || unresolved.MatchString(sql) {
+			continue
+		}
+		seen[sql] = true
+		if err := qualify.Check(sql); err != nil {
+			t.Errorf("a statement sent by the concurrency commands or the dashboard: %v\n%s", err, sql)
+		}
+	}
 }
 
 // concurrencyThroughAPooler runs every concurrency command and the
 // dashboard through pooled (a transaction-mode pooler in front of db, a
 // migrated plain-jobs queue), checking each one's effect on the database
 // directly and calling check after each.
-func concurrencyThroughAPooler(t *testing.T, db, pooled string, check func(what string)) {
+func concurrencyThroughAPooler(t *testing.T, runCtx context.Context, db, pooled string, check func(what string)) {
 	t.Helper()
 	ctx := t.Context()
 	direct := compat.Pgx(testdb.Connect(t, db))
@@ -98,7 +163,7 @@ func concurrencyThroughAPooler(t *testing.T, db, pooled string, check func(what 
 	check("the setup")
 	cli := func(code int, args ...string) string {
 		t.Helper()
-		got, out, errOut := runCLI(t, append(args, "--database", pooled)...)
+		got, out, errOut := runCLIContext(runCtx, append(args, "--database", pooled)...)
 		if got != code {
 			t.Fatalf("%s: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), got, code, out, errOut)
 		}
@@ -165,7 +230,7 @@ func concurrencyThroughAPooler(t *testing.T, db, pooled string, check func(what 
 	override("app.Mail::acct-7", -1, "")
 
 	// The dashboard: its pages, and a switch.
-	base, login, _ := startServe(t, "--database", pooled)
+	base, login, _ := startServeContext(t, runCtx, "--database", pooled)
 	jar, _ := cookiejar.New(nil)
 	c := &http.Client{Jar: jar}
 	get := func(path string) string {

@@ -32,8 +32,14 @@ func TestMain(m *testing.M) {
 // outputs.
 func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
+	return runCLIContext(context.Background(), args...)
+}
+
+// runCLIContext is runCLI under ctx (a context that carries a statement
+// recorder: pgurl.WithTracer).
+func runCLIContext(ctx context.Context, args ...string) (code int, stdout, stderr string) {
 	var out, errOut bytes.Buffer
-	code = run(context.Background(), &env{stdout: &out, stderr: &errOut}, args)
+	code = run(ctx, &env{stdout: &out, stderr: &errOut}, args)
 	return code, out.String(), errOut.String()
 }
 

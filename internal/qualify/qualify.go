@@ -58,6 +58,29 @@ func Must(s string) string {
 	return out
 }
 
+// Check reports whether s already names every function, operator and type
+// the way SQL would write them: nil when SQL(s) would leave s as it is,
+// else an error that quotes the first name SQL would qualify (a bare
+// operator, a call of an unqualified function, a cast to an unqualified
+// type), or SQL's refusal (IN (...), NULLIF, ...). It reads statements a
+// test recorded or built, to prove they need no pinned search_path.
+func Check(s string) error {
+	out, err := rewrite(s)
+	if err != nil {
+		return err
+	}
+	if out == s {
+		return nil
+	}
+	i := 0
+	for i < len(s) && i < len(out) && s[i] == out[i] {
+		i++
+	}
+	from := max(0, i-30)
+	to := min(len(s), i+30)
+	return fmt.Errorf("unqualified at byte %d: ...%s... would be ...%s...", i, s[from:to], out[from:min(len(out), i+50)])
+}
+
 type kind int
 
 const (

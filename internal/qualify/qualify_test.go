@@ -48,3 +48,27 @@ func TestSQLRefuses(t *testing.T) {
 		}
 	}
 }
+
+func TestCheck(t *testing.T) {
+	for _, ok := range []string{
+		"SELECT pg_catalog.count(*) FROM \"s\".\"t\" WHERE a OPERATOR(pg_catalog.=) $1::pg_catalog.text",
+		"SELECT x FROM t WHERE k OPERATOR(pg_catalog.=) ANY ('{r,p}'::pg_catalog.\"char\"[]) AND EXISTS (SELECT 1) ORDER BY 1",
+		"begin",
+	} {
+		if err := Check(ok); err != nil {
+			t.Errorf("Check(%q) = %v, want nil", ok, err)
+		}
+	}
+	for _, tc := range []struct{ in, says string }{
+		{"SELECT 1 FROM t WHERE a = $1", "a ="},
+		{"SELECT pg_catalog.count(*) FROM t WHERE a OPERATOR(pg_catalog.=) $1 AND b > 4", "b >"},
+		{"SELECT now()", "now("},
+		{"SELECT $1::text", "::text"},
+		{"SELECT 1 WHERE a IN ('r', 'p')", "IN (...)"},
+	} {
+		err := Check(tc.in)
+		if err == nil || !strings.Contains(err.Error(), tc.says) {
+			t.Errorf("Check(%q) = %v; want an error quoting %q", tc.in, err, tc.says)
+		}
+	}
+}

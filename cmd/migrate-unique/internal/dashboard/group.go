@@ -52,7 +52,7 @@ type jobColumns struct {
 func columnsOf(ctx context.Context, conn pgurl.Handle, schema, table string) (map[string]bool, error) {
 	rows, err := conn.Query(ctx, `SELECT a.attname::pg_catalog.text FROM pg_catalog.pg_attribute a
 JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) a.attrelid JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
-WHERE n.nspname OPERATOR(pg_catalog.=) $1::pg_catalog.text AND c.relname OPERATOR(pg_catalog.=) $2::pg_catalog.text AND a.attnum > 0 AND NOT a.attisdropped`, schema, table)
+WHERE n.nspname OPERATOR(pg_catalog.=) $1::pg_catalog.text AND c.relname OPERATOR(pg_catalog.=) $2::pg_catalog.text AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped`, schema, table)
 	if err != nil {
 		return nil, err
 	}

@@ -190,6 +190,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          s.log,
+		// Requests carry ctx's values (pgurl.WithTracer), not its end:
+		// Shutdown lets the requests in flight finish.
+		BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
 	done := make(chan struct{})
 	go func() {
