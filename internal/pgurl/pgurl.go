@@ -265,8 +265,10 @@ func Run(ctx context.Context, conn *pgx.Conn, f func(Handle) error) error {
 	if err != nil {
 		return fmt.Errorf("pin the search_path of a session the pooler started without it: %w", err)
 	}
+	// Rolled back unless committed, a panic in f included, so that the
+	// connection is never left inside the transaction.
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	if err := f(tx); err != nil {
-		_ = tx.Rollback(context.WithoutCancel(ctx))
 		return err
 	}
 	return tx.Commit(ctx)

@@ -59,7 +59,10 @@ func Must(s string) string {
 }
 
 // Check reports whether s already names every function, operator and type
-// the way SQL would write them: nil when SQL(s) would leave s as it is,
+// the way SQL would write them: nil when SQL(s) would leave s as it is and
+// no name that is not a keyword is called with a space before its
+// parenthesis (count (*): SQL reads only a name directly followed by "("
+// as a call, as this module writes them),
 // else an error that quotes the first name SQL would qualify (a bare
 // operator, a call of an unqualified function, a cast to an unqualified
 // type), or SQL's refusal (IN (...), NULLIF, ...). It reads statements a
@@ -70,7 +73,7 @@ func Check(s string) error {
 		return err
 	}
 	if out == s {
-		return nil
+		return spacedCall(s)
 	}
 	i := 0
 	for i < len(s) && i < len(out) && s[i] == out[i] {
@@ -79,6 +82,42 @@ func Check(s string) error {
 	from := max(0, i-30)
 	to := min(len(s), i+30)
 	return fmt.Errorf("unqualified at byte %d: ...%s... would be ...%s...", i, s[from:to], out[from:min(len(out), i+50)])
+}
+
+// notCalls are keywords, besides syntaxCalls and keywordTypes, that a "("
+// may follow after a space.
+var notCalls = set("distinct", "ordinality", "group", "order", "having", "materialized", "rows", "range",
+	"groups", "within", "by", "view", "function", "procedure", "trigger", "sequence", "type", "domain")
+
+// spacedCall reports a name that is not a keyword called with a space
+// before its parenthesis, unqualified: rewrite leaves such a call as it is.
+func spacedCall(s string) error {
+	toks, err := tokenize(s)
+	if err != nil {
+		return err
+	}
+	var sig []int
+	for i, t := range toks {
+		if t.k != kSpace {
+			sig = append(sig, i)
+		}
+	}
+	for n, i := range sig {
+		t := toks[i]
+		if t.k != kIdent || n+1 >= len(sig) || toks[sig[n+1]].text != "(" || sig[n+1] == i+1 {
+			continue
+		}
+		w := strings.ToLower(t.text)
+		prev := ""
+		if n > 0 {
+			prev = strings.ToLower(toks[sig[n-1]].text)
+		}
+		if prev == "." || prev == "::" || prev == "as" || syntaxCalls[w] || keywordTypes[w] || notCalls[w] || operandKeywords[w] || isCTEName(toks, sig, n+1) {
+			continue
+		}
+		return fmt.Errorf("unqualified call %s (...) (a space before its parenthesis): write %s.%s(...)", t.text, Catalog, t.text)
+	}
+	return nil
 }
 
 type kind int

@@ -54,6 +54,9 @@ func TestCheck(t *testing.T) {
 		"SELECT pg_catalog.count(*) FROM \"s\".\"t\" WHERE a OPERATOR(pg_catalog.=) $1::pg_catalog.text",
 		"SELECT x FROM t WHERE k OPERATOR(pg_catalog.=) ANY ('{r,p}'::pg_catalog.\"char\"[]) AND EXISTS (SELECT 1) ORDER BY 1",
 		"begin",
+		"INSERT INTO \"s\".\"t\" AS o (a) VALUES ($1) ON CONFLICT (a) DO NOTHING",
+		"SELECT g.n FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.text[])) WITH ORDINALITY AS g (k, n) WHERE EXISTS (SELECT 1) AND NOT (true)",
+		"SELECT DISTINCT (a) FROM t GROUP BY (a) ORDER BY (a)",
 	} {
 		if err := Check(ok); err != nil {
 			t.Errorf("Check(%q) = %v, want nil", ok, err)
@@ -65,6 +68,8 @@ func TestCheck(t *testing.T) {
 		{"SELECT now()", "now("},
 		{"SELECT $1::text", "::text"},
 		{"SELECT 1 WHERE a IN ('r', 'p')", "IN (...)"},
+		{"SELECT count (*) FROM t", "count (...)"},
+		{"SELECT x FROM t WHERE EXISTS (SELECT now ())", "now (...)"},
 	} {
 		err := Check(tc.in)
 		if err == nil || !strings.Contains(err.Error(), tc.says) {
