@@ -116,7 +116,7 @@ type indexInfo struct {
 	// until none is left.
 	unindexed []string
 	// bytes is the index's size on disk, its partitions' together on a
-	// partitioned table: what a DROP INDEX truncates at commit.
+	// partitioned table: what a DROP INDEX deletes at commit.
 	bytes int64
 }
 

@@ -278,8 +278,8 @@ func (r *runner) downSteps(in *inspection, saved []SavedUnique) ([]step, error) 
 		st := step{name: "drop counting index " + layout.Ident(ci.name), table: l.Table(ci.table), lock: "SHARE UPDATE EXCLUSIVE (writers go on)", kind: stepConcurrent, sql: sql}
 		if t := in.table(ci.table); t != nil && t.partitioned {
 			// No DROP INDEX CONCURRENTLY on a partitioned index: a short
-			// transaction drops it with its partitions' (catalog work, one
-			// file each).
+			// transaction drops it with its partitions' (catalog work under
+			// the lock; the files are deleted after it is released).
 			st.kind, st.exclusive, st.sql = stepTx, []string{l.Table(ci.table)}, "DROP INDEX IF EXISTS "+l.Table(ci.name)+";"
 			var size int64
 			for _, ix := range in.indexes[ci.table] {
@@ -287,8 +287,8 @@ func (r *runner) downSteps(in *inspection, saved []SavedUnique) ([]step, error) 
 					size = ix.bytes
 				}
 			}
-			st.lock = truncatedLock(l.Table(ci.name)+" on the table and its partitions", size)
-			st.grows, st.holdGrows = true, true
+			st.lock = droppedFilesLock(l.Table(ci.name)+" on the table and its partitions", size)
+			st.grows, st.dropsFiles = true, true
 		}
 		built := false
 		for _, ix := range in.ours() {

@@ -161,8 +161,15 @@ type StepResult struct {
 	// Duration is the step's wall time, retries included.
 	Duration time.Duration
 	// LockHeld is how long the step held its ACCESS EXCLUSIVE lock (0 when
-	// it takes none).
+	// it takes none): from the lock to the commit's return or, for a step
+	// that drops an index with no online drop, to its COMMIT (see Commit).
 	LockHeld time.Duration
+	// Commit is, for a step that drops an index with no online drop
+	// (PlannedStep.DeletesIndexFiles), how long its COMMIT took: PostgreSQL
+	// deletes the index's files there after releasing the locks, so writers
+	// do not wait for it (docs/migration.md, "Indexes with no online
+	// drop"). 0 for other steps.
+	Commit time.Duration
 }
 
 // Report is what a run did.
@@ -239,12 +246,13 @@ type step struct {
 	// moments of a partitioned build) does so for a time that grows with
 	// the table: what it must know about the rows it learns before.
 	grows bool
-	// holdGrows marks the two exceptions (docs/migration.md, "The two
-	// exceptions"): a DROP under ACCESS EXCLUSIVE of an index that has no
-	// online drop (a unique constraint's, a partitioned index), whose
-	// commit truncates its files under the lock, for a time that grows
-	// with the index.
-	holdGrows bool
+	// dropsFiles marks a DROP under ACCESS EXCLUSIVE of an index that has
+	// no online drop (a unique constraint's, a partitioned index;
+	// docs/migration.md, "Indexes with no online drop"): the lock covers
+	// catalog work only, and PostgreSQL deletes the index's files at commit
+	// after releasing it, so the step's commit, not its lock, takes a time
+	// that grows with the index.
+	dropsFiles bool
 	// phase marks up's steps that up --expand leaves out or replaces
 	// (expand.go).
 	phase stepPhase
@@ -319,6 +327,9 @@ type runner struct {
 	// lastBlockers are the sessions that held the table the last ended
 	// lock wait was for.
 	lastBlockers []LockHolder
+	// lastCommit is the COMMIT's time of the last step that drops an index
+	// with no online drop (StepResult.Commit).
+	lastCommit time.Duration
 }
 
 // connect opens a second connection of the run (progress, cleanup), named
@@ -673,7 +684,9 @@ func (r *runner) execute(ctx context.Context, steps []step, rep *Report) error {
 				r.printf("step %d/%d: %s ...\n", i+1, len(steps), s.name)
 			}
 			var err error
+			r.lastCommit = 0
 			res.Attempts, res.LockHeld, err = r.runStep(ctx, s)
+			res.Commit = r.lastCommit
 			if err == nil && s.createsVersionTable {
 				r.versionTable, r.intentColumns = true, true
 			}
@@ -683,7 +696,11 @@ func (r *runner) execute(ctx context.Context, steps []step, rep *Report) error {
 				return err
 			}
 			res.Duration = time.Since(start)
-			r.printf("step %d/%d: %s: done in %s (attempts %d, lock held %s)\n", i+1, len(steps), s.name, res.Duration.Round(time.Millisecond), res.Attempts, res.LockHeld.Round(time.Microsecond))
+			if res.Commit > 0 {
+				r.printf("step %d/%d: %s: done in %s (attempts %d, lock held %s up to its COMMIT; the COMMIT took %s, deleting the dropped index's files after releasing the locks)\n", i+1, len(steps), s.name, res.Duration.Round(time.Millisecond), res.Attempts, res.LockHeld.Round(time.Microsecond), res.Commit.Round(time.Microsecond))
+			} else {
+				r.printf("step %d/%d: %s: done in %s (attempts %d, lock held %s)\n", i+1, len(steps), s.name, res.Duration.Round(time.Millisecond), res.Attempts, res.LockHeld.Round(time.Microsecond))
+			}
 		} else {
 			r.printf("step %d/%d: %s: skipped, %s\n", i+1, len(steps), s.name, s.skip)
 		}
@@ -796,7 +813,7 @@ func (r *runner) runTx(ctx context.Context, s step, attempt int, last bool) (hel
 			return 0, h
 		}
 	}
-	var acquired time.Time
+	var acquired, done time.Time
 	err = r.inTx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL lock_timeout = '%dms'", ms)); err != nil {
 			return err
@@ -863,12 +880,20 @@ func (r *runner) runTx(ctx context.Context, s step, attempt int, last bool) (hel
 			}
 		}
 		_, err := tx.Exec(ctx, s.sql)
+		done = time.Now()
 		return err
 	})
 	if err != nil {
 		return 0, err
 	}
-	if !acquired.IsZero() {
+	switch {
+	case acquired.IsZero():
+	case s.dropsFiles:
+		// PostgreSQL releases the locks before it deletes the dropped
+		// index's files in the COMMIT (xact.c, CommitTransaction): the
+		// hold writers see ends there, not at the COMMIT's return.
+		held, r.lastCommit = done.Sub(acquired), time.Since(done)
+	default:
 		held = time.Since(acquired)
 	}
 	return held, nil

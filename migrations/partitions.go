@@ -482,11 +482,13 @@ func (in *inspection) partitionedForFiles() []Finding {
 	return out
 }
 
-// cutoverDropGrows names the unique rules the cutover drops whose files
-// PostgreSQL truncates at commit, under the cutover's lock: a unique
-// constraint (there is no DROP CONSTRAINT CONCURRENTLY) or a unique index on
-// a partitioned table (no DROP INDEX CONCURRENTLY there). Its hold then
-// grows with those indexes' size. "" when there is none.
+// cutoverDropGrows names the unique rules the cutover drops that have no
+// online drop: a unique constraint (there is no DROP CONSTRAINT
+// CONCURRENTLY) or a unique index on a partitioned table (no DROP INDEX
+// CONCURRENTLY there). PostgreSQL deletes their files at commit after it
+// has released the cutover's locks (xact.c, CommitTransaction), so the
+// writers' wait stays independent of their size and only the cutover's
+// commit grows with it. "" when there is none.
 func (in *inspection) cutoverDropGrows() string {
 	var names []string
 	var bytes int64
@@ -501,15 +503,16 @@ func (in *inspection) cutoverDropGrows() string {
 	if len(names) == 0 {
 		return ""
 	}
-	return truncatedLock(strings.Join(names, ", "), bytes)
+	return droppedFilesLock(strings.Join(names, ", "), bytes)
 }
 
-// truncatedLock is the lock line of a step whose DROP under ACCESS
-// EXCLUSIVE truncates the files of the quoted indexes, bytes in all, at
-// commit: the hold grows with their size (docs/migration.md, "The two
-// exceptions", measured and what to do about it).
-func truncatedLock(indexes string, bytes int64) string {
-	return fmt.Sprintf("ACCESS EXCLUSIVE, bounded wait; the hold grows with the index: its commit truncates the files of %s, %s, under the lock (no online drop exists for it; measured 0.5 to 1.3 ms per MB; docs/migration.md, \"The two exceptions\", says what to do)",
+// droppedFilesLock is the lock line of a step that drops, under ACCESS
+// EXCLUSIVE, the quoted indexes (bytes in all) that have no online drop:
+// the locks cover catalog work only, and PostgreSQL deletes the files at
+// commit once it has released them (docs/migration.md, "Indexes with no
+// online drop", measured).
+func droppedFilesLock(indexes string, bytes int64) string {
+	return fmt.Sprintf("ACCESS EXCLUSIVE (short), bounded wait; drops %s, %s, which has no online drop: the lock covers catalog work only, and PostgreSQL deletes the files at commit after releasing it, so writers do not wait for that, while this step's commit returns only when it is done (about 0.25 to 1.3 ms per MB measured; docs/migration.md, \"Indexes with no online drop\")",
 		indexes, megabytes(bytes))
 }
 
@@ -519,9 +522,9 @@ func megabytes(n int64) string { return fmt.Sprintf("%.1f MB", float64(n)/(1<<20
 // deferredUniqueDrops are the steps after the cutover that drop, with DROP
 // INDEX CONCURRENTLY, the bare unique indexes on the key of tables that are
 // not partitioned: the cutover renamed the column and saved their
-// definitions but left them, because dropping them there would truncate
-// their files under its ACCESS EXCLUSIVE lock for a time that grows with
-// the index. Until the step ends the old rule still holds (the compat
+// definitions but left them, so that the cutover's commit does not wait
+// for the deletion of their files (PostgreSQL deletes them after releasing
+// the locks, but the commit returns only then). Until the step ends the old rule still holds (the compat
 // runtime admits what it allows and reports the rest as skips).
 func deferredUniqueDrops(in *inspection) ([]step, error) {
 	var out []step

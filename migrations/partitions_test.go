@@ -212,11 +212,12 @@ func TestPartitionedQueueUpAndDownOnline(t *testing.T) {
 	for _, s := range plan.Steps {
 		cutover := strings.HasPrefix(s.Name, "cutover")
 		switch {
-		case cutover && !(s.GrowsWithTable && s.BlocksWriters && s.HoldGrowsWithIndex && strings.Contains(s.Lock, `"pq"."jobrequest_unique_job_class_key", `) && strings.Contains(s.Lock, " MB, under the lock")):
-			// PostgreSQL truncates the partitioned unique index's files
-			// when the cutover commits: plan must say so.
-			t.Errorf("the cutover, which drops a partitioned unique index, is not marked as growing with the table: %+v", s)
-		case !cutover && (s.HoldGrowsWithIndex || s.Skip == "" && s.GrowsWithTable && s.BlocksWriters && !strings.Contains(s.SQL, "ON ONLY")):
+		case cutover && !(s.GrowsWithTable && s.BlocksWriters && s.DeletesIndexFiles && strings.Contains(s.Lock, `drops "pq"."jobrequest_unique_job_class_key", `) && strings.Contains(s.Lock, " MB, which has no online drop")):
+			// PostgreSQL deletes the partitioned unique index's files
+			// when the cutover commits, after releasing its locks: plan
+			// must name the index and its size.
+			t.Errorf("the cutover, which drops a partitioned unique index, is not marked as deleting its files: %+v", s)
+		case !cutover && (s.DeletesIndexFiles || s.Skip == "" && s.GrowsWithTable && s.BlocksWriters && !strings.Contains(s.SQL, "ON ONLY")):
 			t.Errorf("step %q grows with the table and blocks writers", s.Name)
 		}
 	}
@@ -241,6 +242,14 @@ func TestPartitionedQueueUpAndDownOnline(t *testing.T) {
 	}
 	if len(rep.Saved) != 1 || len(rep.Saved[0].Partitions) != 9 {
 		t.Fatalf("up saved %d rules (%+v), want the unique rule with its 9 partitions' indexes", len(rep.Saved), rep.Saved)
+	}
+	// The cutover drops the partitioned unique index: its COMMIT, which
+	// deletes the files after the locks are released, is reported apart
+	// from the lock; every other step has none.
+	for _, s := range rep.Steps {
+		if cutover := strings.HasPrefix(s.Name, "cutover"); cutover != (s.Commit > 0) || s.Commit > 0 && s.LockHeld == 0 {
+			t.Errorf("up's step %q: lock held %s, COMMIT %s; want a COMMIT time for the cutover only, and its lock", s.Name, s.LockHeld, s.Commit)
+		}
 	}
 	for table, defs := range partitionIndexes(t, conn, "pq.jobrequest") {
 		if table == "pq.jobrequest" {
@@ -271,10 +280,15 @@ func TestPartitionedQueueUpAndDownOnline(t *testing.T) {
 	attached = attachWhenIndexed(ctx, downDone, url,
 		`CREATE TABLE pq.jobrequest_p10 (LIKE pq.jobrequest INCLUDING DEFAULTS); INSERT INTO pq.jobrequest_p10 (id, created_at, job_class, concurrency_key) VALUES (1000002, '`+month(10)+`'::timestamptz + interval '1 day', 'app.Late', 'late-2')`,
 		"pq.jobrequest", "pq.jobrequest_p10", "FOR VALUES FROM ('"+month(10)+"') TO ('"+month(11)+"')", "pq.jobrequest_unique_job_class_key")
-	_, err = migrations.Down(ctx, url, partitionedLayout, migrations.Options{})
+	downRep, err := migrations.Down(ctx, url, partitionedLayout, migrations.Options{})
 	close(downDone)
 	if err != nil {
 		t.Fatalf("down: %v", err)
+	}
+	for _, s := range downRep.Steps {
+		if drop := strings.HasPrefix(s.Name, "drop counting index") && strings.Contains(s.Table, "jobrequest"); drop != (s.Commit > 0) {
+			t.Errorf("down's step %q on %s: COMMIT %s; want a COMMIT time for the partitioned counting index's drop only", s.Name, s.Table, s.Commit)
+		}
 	}
 	if err := attached(); err != nil {
 		t.Fatalf("attach during down: %v", err)

@@ -40,13 +40,15 @@ type PlannedStep struct {
 	// rows, it learns before taking its lock (down's probe index), so that
 	// it holds the lock for a time independent of the table's size.
 	GrowsWithTable, BlocksWriters bool
-	// HoldGrowsWithIndex marks the two exceptions to the above
-	// (docs/migration.md, "The two exceptions"): the step drops, under
-	// ACCESS EXCLUSIVE, an index PostgreSQL cannot drop online (a unique
-	// constraint's, or an index on a partitioned table), and its commit
-	// truncates the index's files under the lock: writers wait for a time
-	// that grows with the index (its size is in Lock).
-	HoldGrowsWithIndex bool
+	// DeletesIndexFiles marks a step that drops, under ACCESS EXCLUSIVE, an
+	// index PostgreSQL cannot drop online (a unique constraint's, or an
+	// index on a partitioned table; docs/migration.md, "Indexes with no
+	// online drop"). Its lock covers catalog work only: PostgreSQL deletes
+	// the index's files at commit after releasing the locks, so writers
+	// wait for a time independent of the index's size, and the step's
+	// commit returns after a time that grows with it (GrowsWithTable is
+	// set; the size is in Lock).
+	DeletesIndexFiles bool
 	// Phase is, for up, "expand" for a step the old application version
 	// lives with (up --expand runs those) and "complete" for the cutover
 	// and what only follows it; "" for down and up --contract.
@@ -148,7 +150,7 @@ func plan(ctx context.Context, databaseURL string, l layout.Layout, opts Options
 	}
 	for i, s := range steps {
 		ps := PlannedStep{Number: i + 1, Name: s.name, SQL: strings.TrimSpace(s.sql), Table: s.table, Lock: s.lock, Skip: s.skip, Concurrent: s.kind == stepConcurrent, Transaction: s.kind == stepTx,
-			GrowsWithTable: s.grows, BlocksWriters: s.blocksWriters(), HoldGrowsWithIndex: s.holdGrows}
+			GrowsWithTable: s.grows, BlocksWriters: s.blocksWriters(), DeletesIndexFiles: s.dropsFiles}
 		if direction == "up" && !r.opts.Contract {
 			ps.Phase = "expand"
 			if s.phase == phaseComplete || s.phase >= phaseAnalyze && !expanding(in, r.opts) {

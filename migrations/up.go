@@ -193,8 +193,8 @@ func upSteps(in *inspection, opts Options) ([]step, error) {
 	}
 	// The engine drops a bare unique index on a table that is not
 	// partitioned after the cutover, CONCURRENTLY (deferredUniqueDrops):
-	// dropped in the cutover, its file would be truncated at commit under
-	// the ACCESS EXCLUSIVE lock, for a time that grows with the index.
+	// dropped in the cutover, the deletion of its files would make the
+	// cutover's commit (not its lock) take a time that grows with the index.
 	dc := d
 	dc.DeferIndexDrop = true
 	if sql, err = render("cutover.up.sql.tmpl", dc); err != nil {
@@ -218,7 +218,7 @@ func upSteps(in *inspection, opts Options) ([]step, error) {
 		cut.skip = "already done"
 	}
 	if lock := in.cutoverDropGrows(); lock != "" {
-		cut.grows, cut.holdGrows = true, true
+		cut.grows, cut.dropsFiles = true, true
 		cut.lock = lock
 	}
 	steps = append(steps, cut)

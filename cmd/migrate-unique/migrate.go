@@ -296,8 +296,8 @@ func stepHow(s migrations.PlannedStep) string {
 // whether writers wait for it.
 func stepTime(s migrations.PlannedStep) string {
 	switch {
-	case s.HoldGrowsWithIndex:
-		return "grows with the index it drops, and writers wait for all of it (PostgreSQL has no online drop for it: see the lock line)"
+	case s.DeletesIndexFiles:
+		return "writers wait only for its catalog work, independent of the table's size; its commit then returns when PostgreSQL has deleted the dropped index's files, after releasing the locks: that grows with the index (see the lock line)"
 	case s.GrowsWithTable && s.BlocksWriters:
 		return "grows with the table (writers go on); writers wait only for its moments of locking, independent of the table's size"
 	case s.GrowsWithTable:
@@ -328,7 +328,7 @@ func summaryLine(s migrations.PlannedStep) string {
 	if s.Skip != "" {
 		return line + ": skipped, " + s.Skip
 	}
-	if s.HoldGrowsWithIndex {
+	if s.DeletesIndexFiles {
 		return line + ": " + s.Lock
 	}
 	if s.GrowsWithTable {

@@ -76,10 +76,11 @@ type planStepJSON struct {
 	// lock writers wait for.
 	GrowsWithTable bool `json:"grows_with_table"`
 	BlocksWriters  bool `json:"blocks_writers"`
-	// HoldGrowsWithIndex: writers wait for the whole step, for a time that
-	// grows with the index it drops (docs/migration.md, "The two
-	// exceptions").
-	HoldGrowsWithIndex bool `json:"hold_grows_with_index"`
+	// DeletesIndexFiles: the step drops an index that has no online drop;
+	// writers wait only for its catalog work, and its commit returns after
+	// PostgreSQL has deleted the index's files, once the locks are released
+	// (docs/migration.md, "Indexes with no online drop").
+	DeletesIndexFiles bool `json:"deletes_index_files"`
 	// Phase is "expand" or "complete" for a step of up (docs/migration.md,
 	// "Rolling deploys"), "" for down and up --contract.
 	Phase string `json:"phase"`
@@ -102,7 +103,7 @@ func planJSONOf(direction, url string, l layout.Resolved, p *migrations.PlanResu
 		}
 		out.Steps = append(out.Steps, planStepJSON{Number: s.Number, Name: s.Name, Table: s.Table, Lock: s.Lock, Execution: ex,
 			Rows: s.Rows, RowsUnknown: s.RowsUnknown, Bytes: s.Bytes, Skip: s.Skip, SQL: sql, Phase: s.Phase,
-			GrowsWithTable: s.GrowsWithTable, BlocksWriters: s.BlocksWriters, HoldGrowsWithIndex: s.HoldGrowsWithIndex})
+			GrowsWithTable: s.GrowsWithTable, BlocksWriters: s.BlocksWriters, DeletesIndexFiles: s.DeletesIndexFiles})
 	}
 	return out
 }
@@ -146,11 +147,16 @@ type runStepJSON struct {
 	Attempts   int     `json:"attempts"`
 	DurationMS float64 `json:"duration_ms"`
 	LockHeldMS float64 `json:"lock_held_ms"`
+	// CommitMS is, for a step that drops an index with no online drop, how
+	// long its COMMIT took (PostgreSQL deletes the index's files there,
+	// after releasing the locks; lock_held_ms stops at the COMMIT); 0
+	// otherwise.
+	CommitMS float64 `json:"commit_ms"`
 }
 
 func stepJSONOf(s migrations.StepResult) runStepJSON {
 	return runStepJSON{Number: s.Number, Name: s.Name, Table: s.Table, Lock: s.Lock, Skipped: s.Skipped, Attempts: s.Attempts,
-		DurationMS: millis(s.Duration), LockHeldMS: millis(s.LockHeld)}
+		DurationMS: millis(s.Duration), LockHeldMS: millis(s.LockHeld), CommitMS: millis(s.Commit)}
 }
 
 func runJSONOf(command, url string, l layout.Resolved, rep *migrations.Report, err error) runJSON {
