@@ -117,9 +117,28 @@ func TestLeanPathTaken(t *testing.T) {
 		if !full && (prog.full || !prog.analysed) {
 			t.Fatalf("the lean path fell back to the full load")
 		}
+		if !full {
+			// j is analysed once, as its test variant: the plain package
+			// is neither named nor analysed.
+			var ids []string
+			for _, p := range prog.Named() {
+				if p.PkgPath == "example.com/m/j" {
+					ids = append(ids, p.ID)
+				}
+			}
+			if len(ids) != 1 || ids[0] != "example.com/m/j [example.com/m/j.test]" {
+				t.Errorf("j analysed as %q, want only its test variant", ids)
+			}
+		}
+		// Each finding once, as Lint reports it (the full load analyses
+		// j twice: as itself and as its test variant).
+		seen := map[string]bool{}
 		for _, r := range results {
 			for _, d := range r.Diagnostics {
-				keys[i] = append(keys[i], r.Package.Fset.Position(d.Pos).String()+" "+d.Message)
+				if k := r.Package.Fset.Position(d.Pos).String() + " " + d.Message; !seen[k] {
+					seen[k] = true
+					keys[i] = append(keys[i], k)
+				}
 			}
 		}
 		sort.Strings(keys[i])

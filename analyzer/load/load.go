@@ -99,7 +99,7 @@ type Result struct {
 // of every package, and nothing go/packages would type-check itself.
 const metaMode = packages.NeedName | packages.NeedFiles | packages.NeedCompiledGoFiles |
 	packages.NeedImports | packages.NeedDeps | packages.NeedModule | packages.NeedExportFile |
-	packages.NeedTypesSizes
+	packages.NeedTypesSizes | packages.NeedForTest
 
 // fullMode loads the packages named from source and their dependencies
 // from export data, every package's syntax and types held at once.
