@@ -54,6 +54,7 @@ func TestGolangciLintBinary(t *testing.T) {
 
 	tmp := t.TempDir()
 	bin := buildGolangciLint(t, root, version, module, importPath, tmp)
+	checkCustomConfig(t, bin, customYML, version, tmp)
 	mu := filepath.Join(tmp, "migrate-unique")
 	goCmd(t, root, "build", "-o", mu, "./cmd/migrate-unique")
 
@@ -178,6 +179,41 @@ func buildGolangciLint(t *testing.T, root, version, module, importPath, tmp stri
 	bin := filepath.Join(tmp, "custom-gcl")
 	goCmd(t, src, "build", "-ldflags", "-s -w -X 'main.version="+version+"-custom-gcl'", "-o", bin, "./cmd/golangci-lint")
 	return bin
+}
+
+// checkCustomConfig has the built binary's own `custom` command read and
+// validate the docs' .custom-gcl.yml: with a git on PATH that records its
+// arguments and fails, custom gets as far as cloning golangci-lint at the
+// configured version only if it accepted the file.
+func checkCustomConfig(t *testing.T, bin, customYML, version, tmp string) {
+	t.Helper()
+	dir := filepath.Join(tmp, "custom")
+	fakeBin := filepath.Join(dir, "bin")
+	if err := os.MkdirAll(fakeBin, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	argsFile := filepath.Join(dir, "git-args")
+	script := "#!/bin/sh\necho \"$@\" > '" + argsFile + "'\nexit 3\n"
+	if err := os.WriteFile(filepath.Join(fakeBin, "git"), []byte(script), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, ".custom-gcl.yml"), []byte(customYML), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "custom")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "PATH="+fakeBin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("golangci-lint custom with a failing git succeeded:\n%s", out)
+	}
+	args, readErr := os.ReadFile(argsFile)
+	if readErr != nil {
+		t.Fatalf("golangci-lint custom rejects the docs' .custom-gcl.yml before cloning: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(args), "--branch "+version+" ") {
+		t.Fatalf("golangci-lint custom with the docs' .custom-gcl.yml clones %q, want version %s", args, version)
+	}
 }
 
 // docsBlock returns the fenced block that follows the line label in the
