@@ -27,9 +27,10 @@ import (
 // what custom does: it writes cmd/golangci-lint/plugins.go with a blank
 // import of the plugin, adds a replace of this module to this checkout (the
 // docs' path:), runs go mod tidy and go build ./cmd/golangci-lint. The
-// build uses the go command's usual module and build caches: warm, it
-// takes about a minute; on an empty cache it downloads and compiles all of
-// golangci-lint.
+// build uses the go command's usual module and build caches: warm, the
+// test takes about a minute; on empty caches it downloads and compiles all
+// of golangci-lint. The binary's own custom command also reads the docs'
+// .custom-gcl.yml (checkCustomConfig).
 func TestGolangciLintBinary(t *testing.T) {
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
@@ -175,7 +176,9 @@ func buildGolangciLint(t *testing.T, root, version, module, importPath, tmp stri
 		t.Fatal(err)
 	}
 	goCmd(t, src, "mod", "edit", "-replace", module+"="+root)
-	goCmd(t, src, "mod", "tidy")
+	if out, err := goOutput(src, "mod", "tidy"); err != nil {
+		t.Fatalf("go mod tidy in golangci-lint %s with the plugin (it may need the Go module proxy for modules not in GOMODCACHE): %v\n%s", version, err, out)
+	}
 	bin := filepath.Join(tmp, "custom-gcl")
 	goCmd(t, src, "build", "-ldflags", "-s -w -X 'main.version="+version+"-custom-gcl'", "-o", bin, "./cmd/golangci-lint")
 	return bin
