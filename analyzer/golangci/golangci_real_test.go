@@ -103,8 +103,11 @@ func TestGolangciLintBinary(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(lintDir, ".golangci.yml"), []byte(golangciYML), 0o666); err != nil {
 		t.Fatal(err)
 	}
+	// A cache of its own, and no wait on (or failure for) another
+	// golangci-lint running on the machine: it locks a file in the temp
+	// directory by default.
 	gcl := []string{"GOLANGCI_LINT_CACHE=" + filepath.Join(tmp, "gcl-cache")}
-	gotOut, _ := run(t, lintDir, gcl, bin, "run", "--output.json.path=stdout", "--output.text.path=", "./...")
+	gotOut, _ := run(t, lintDir, gcl, bin, "run", "--allow-parallel-runners", "--output.json.path=stdout", "--output.text.path=", "./...")
 	var report struct {
 		Issues []struct {
 			FromLinter string
@@ -137,7 +140,7 @@ func TestGolangciLintBinary(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(fixDir, ".golangci.yml"), []byte(golangciYML), 0o666); err != nil {
 		t.Fatal(err)
 	}
-	run(t, fixDir, gcl, bin, "run", "--fix", "./...")
+	run(t, fixDir, gcl, bin, "run", "--allow-parallel-runners", "--fix", "./...")
 	if err := os.Remove(filepath.Join(fixDir, ".golangci.yml")); err != nil {
 		t.Fatal(err)
 	}
