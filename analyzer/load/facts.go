@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/tools/go/analysis"
 	"golang.org/x/tools/go/packages"
+	"golang.org/x/tools/go/types/objectpath"
 )
 
 // factStore runs one analyzer over packages one at a time, dependencies
@@ -174,4 +175,37 @@ func (s *factStore) analyse(a *analysis.Analyzer, p *packages.Package) (diags []
 		return nil, err
 	}
 	return diags, nil
+}
+
+// moveFacts moves the facts p's analysis exported about its full type
+// check's package and objects onto decl, the declarations' types its
+// importers see: each object's fact onto the object of the same path
+// (objectpath), as go vet passes facts between processes. A fact about an
+// object without a path (a local one) no importer can ask for; it is
+// dropped.
+func (s *factStore) moveFacts(p *packages.Package, decl *types.Package) {
+	full := p.Types
+	if full == decl {
+		return
+	}
+	for k, f := range s.packages {
+		if k.pkg == full {
+			delete(s.packages, k)
+			s.packages[packageFactKey{decl, k.t}] = f
+		}
+	}
+	var enc objectpath.Encoder
+	for k, f := range s.objects {
+		if k.obj.Pkg() != full {
+			continue
+		}
+		delete(s.objects, k)
+		path, err := enc.For(k.obj)
+		if err != nil {
+			continue
+		}
+		if obj, err := objectpath.Object(decl, path); err == nil {
+			s.objects[objectFactKey{obj, k.t}] = f
+		}
+	}
 }

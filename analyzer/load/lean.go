@@ -35,15 +35,14 @@ func (pr *Program) analyzeLean(program func([]*packages.Package) (*analysis.Anal
 			needTypes[dep] = true
 		}
 	}
-	reset := func() {
-		fset := token.NewFileSet()
-		for _, p := range all {
-			p.Fset, p.Types, p.Syntax, p.TypesInfo = fset, types.NewPackage(p.PkgPath, p.Name), nil, nil
-		}
+	fset := token.NewFileSet()
+	for _, p := range all {
+		p.Fset, p.Types, p.Syntax, p.TypesInfo = fset, types.NewPackage(p.PkgPath, p.Name), nil, nil
 	}
 
-	// The job model, from declarations.
-	reset()
+	// The job model, from declarations. The declarations' types of the
+	// packages from source, and the types read from export data, stay:
+	// each package's importers are type-checked against them.
 	for _, p := range all {
 		switch {
 		case source[p]:
@@ -60,11 +59,14 @@ func (pr *Program) analyzeLean(program func([]*packages.Package) (*analysis.Anal
 	if err != nil {
 		return nil, false, err
 	}
+	for _, p := range roots {
+		p.Syntax = nil
+	}
 
 	// Each package in full, analysed, dropped; again when the analysis
 	// revised the job model (analyzer.Revise).
 	for {
-		if results, ok = pr.analyseEach(a, all, source, needTypes, reset); !ok {
+		if results, ok = pr.analyseEach(a, all, source); !ok {
 			return nil, false, nil
 		}
 		next, again := analyzer.Revise(a)
@@ -77,23 +79,28 @@ func (pr *Program) analyzeLean(program func([]*packages.Package) (*analysis.Anal
 	return results, true, nil
 }
 
-// analyseEach type-checks each package in full, analyses it and drops its
-// syntax and types.Info, dependencies first.
-func (pr *Program) analyseEach(a *analysis.Analyzer, all []*packages.Package, source, needTypes map[*packages.Package]bool, reset func()) (results []Result, ok bool) {
-	reset()
+// analyseEach type-checks each package from source in full, into a
+// package of its own, analyses it and drops it (its syntax, types.Info and
+// types, with every local object of its functions), dependencies first:
+// its importers see the declarations' types the job model was built from,
+// and its facts are moved onto their objects, as go vet passes facts from
+// one package's process to its importers' by object path.
+func (pr *Program) analyseEach(a *analysis.Analyzer, all []*packages.Package, source map[*packages.Package]bool) (results []Result, ok bool) {
 	facts := newFactStore()
 	for _, p := range all {
-		switch {
-		case source[p]:
+		decl := p.Types
+		if source[p] {
+			p.Types = types.NewPackage(p.PkgPath, p.Name)
 			if !checkSource(p, true) {
-				return nil, false
-			}
-		case needTypes[p]:
-			if readExport(p) != nil {
+				p.Types = decl
 				return nil, false
 			}
 		}
 		diags, err := facts.analyse(a, p)
+		if source[p] {
+			facts.moveFacts(p, decl)
+			p.Types = decl
+		}
 		if err != nil {
 			return nil, false
 		}

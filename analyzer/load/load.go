@@ -8,9 +8,13 @@
 //     type-checked from source.
 //  2. The job model of the run ([analyzer.Config.ForProgram]) comes from a
 //     declarations-only type check of the packages named (no function
-//     bodies, no types.Info), dropped once the model is built.
-//  3. Each package is then type-checked in full, analysed and dropped, in
-//     dependency order, one at a time; facts flow from a package to its
+//     bodies, no types.Info); those types stay, and are what each
+//     package's importers are type-checked against.
+//  3. Each package is then type-checked in full into a package of its own,
+//     analysed and dropped (syntax, types.Info and the types with every
+//     local object), in dependency order, one at a time; its facts are
+//     moved onto its declarations' objects by object path, as go vet passes
+//     them from one package's process to its importers', and flow to its
 //     importers as the analysis checker passes them.
 //
 // A package with tests is analysed once, as its test variant ("p [p.test]":
