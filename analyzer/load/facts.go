@@ -209,3 +209,18 @@ func (s *factStore) moveFacts(p *packages.Package, decl *types.Package) {
 		}
 	}
 }
+
+// release drops the facts p exported: no package left to analyse may see
+// them.
+func (s *factStore) release(p *packages.Package) {
+	for k, f := range s.objects {
+		if f.owner == p {
+			delete(s.objects, k)
+		}
+	}
+	for k, f := range s.packages {
+		if f.owner == p {
+			delete(s.packages, k)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"go/ast"
 	"go/token"
 	"go/types"
+	"math"
 	"os"
 
 	"golang.org/x/tools/go/analysis"
@@ -35,25 +36,31 @@ func (pr *Program) analyzeLean(program func([]*packages.Package) (*analysis.Anal
 			needTypes[dep] = true
 		}
 	}
-	fset := token.NewFileSet()
-	for _, p := range all {
-		p.Fset, p.Types, p.Syntax, p.TypesInfo = fset, types.NewPackage(p.PkgPath, p.Name), nil, nil
-	}
-
-	// The job model, from declarations. The declarations' types of the
-	// packages from source, and the types read from export data, stay:
-	// each package's importers are type-checked against them.
-	for _, p := range all {
-		switch {
-		case source[p]:
-			if !checkSource(p, false) {
-				return nil, false, nil
-			}
-		case needTypes[p]:
-			if readExport(p) != nil {
-				return nil, false, nil
+	// declare type-checks the declarations of the packages from source
+	// and reads the others' types from export data: the job model's types,
+	// which stay; each package's importers are type-checked against them.
+	declare := func() bool {
+		fset := token.NewFileSet()
+		exports := &exportPositions{}
+		for _, p := range all {
+			p.Fset, p.Types, p.Syntax, p.TypesInfo = fset, types.NewPackage(p.PkgPath, p.Name), nil, nil
+		}
+		for _, p := range all {
+			switch {
+			case source[p]:
+				if !checkSource(p, false) {
+					return false
+				}
+			case needTypes[p]:
+				if exports.read(p) != nil {
+					return false
+				}
 			}
 		}
+		return true
+	}
+	if !declare() {
+		return nil, false, nil
 	}
 	a, err := program(roots)
 	if err != nil {
@@ -64,7 +71,8 @@ func (pr *Program) analyzeLean(program func([]*packages.Package) (*analysis.Anal
 	}
 
 	// Each package in full, analysed, dropped; again when the analysis
-	// revised the job model (analyzer.Revise).
+	// revised the job model (analyzer.Revise), on types declared again
+	// when the first analysis let go of them.
 	for {
 		if results, ok = pr.analyseEach(a, all, source); !ok {
 			return nil, false, nil
@@ -74,8 +82,14 @@ func (pr *Program) analyzeLean(program func([]*packages.Package) (*analysis.Anal
 			break
 		}
 		a = next
+		if pr.release && !declare() {
+			return nil, false, nil
+		}
+		for _, p := range roots {
+			p.Syntax = nil
+		}
 	}
-	pr.analysed = true
+	pr.analysed = !pr.release
 	return results, true, nil
 }
 
@@ -84,10 +98,16 @@ func (pr *Program) analyzeLean(program func([]*packages.Package) (*analysis.Anal
 // types, with every local object of its functions), dependencies first:
 // its importers see the declarations' types the job model was built from,
 // and its facts are moved onto their objects, as go vet passes facts from
-// one package's process to its importers' by object path.
+// one package's process to its importers' by object path. With release
+// (lint, which does not Check), each package's types and facts are let go
+// of as soon as no package left to analyse imports it, directly or not.
 func (pr *Program) analyseEach(a *analysis.Analyzer, all []*packages.Package, source map[*packages.Package]bool) (results []Result, ok bool) {
 	facts := newFactStore()
-	for _, p := range all {
+	var lastUse []int
+	if pr.release {
+		lastUse = lastUses(all, source)
+	}
+	for i, p := range all {
 		decl := p.Types
 		if source[p] {
 			p.Types = types.NewPackage(p.PkgPath, p.Name)
@@ -108,8 +128,49 @@ func (pr *Program) analyseEach(a *analysis.Analyzer, all []*packages.Package, so
 			results = append(results, Result{p, diags})
 		}
 		p.Syntax, p.TypesInfo = nil, nil
+		if pr.release && source[p] {
+			for j, q := range all[:i+1] {
+				if lastUse[j] == i {
+					facts.release(q)
+					q.Types = nil
+				}
+			}
+		}
 	}
 	return results, true
+}
+
+// lastUses returns, for each package of all (dependencies first), the
+// index of the last package from source that has it in its dependencies,
+// directly or not, or is it (-1 for none): the package's types are needed
+// until that package is analysed, and not after.
+func lastUses(all []*packages.Package, source map[*packages.Package]bool) []int {
+	index := make(map[*packages.Package]int, len(all))
+	closure := make([][]uint64, len(all))
+	last := make([]int, len(all))
+	for i, p := range all {
+		index[p] = i
+		last[i] = -1
+		set := make([]uint64, i/64+1)
+		set[i/64] |= 1 << (i % 64)
+		for _, imp := range p.Imports {
+			for w, bits := range closure[index[imp]] {
+				set[w] |= bits
+			}
+		}
+		closure[i] = set
+		if !source[p] {
+			continue
+		}
+		for w, bits := range set {
+			for b := 0; b < 64; b++ {
+				if bits&(1<<b) != 0 {
+					last[w*64+b] = i
+				}
+			}
+		}
+	}
+	return last
 }
 
 // leanRoots returns, of the packages the go command listed, the ones to
@@ -153,8 +214,24 @@ func leanRoots(pkgs []*packages.Package) (roots []*packages.Package, ok bool) {
 	return roots, true
 }
 
-// readExport completes p's types from its export data.
-func readExport(p *packages.Package) error {
+// exportPositions reads packages' types from export data, each with a
+// file set of its own whose positions lie beyond those of the files parsed
+// from source (p.Fset) and of every other package read: the file names the
+// export data gives its objects' positions are parts of the export data,
+// which a shared file set would keep whole for as long as the run, after
+// the package's types are let go of. Those positions are not resolved
+// (p.Fset has no file for them), and never mistaken for a position in a
+// file from source.
+type exportPositions struct {
+	next int
+}
+
+// exportBase is where the export data's positions begin: beyond any
+// position of the files parsed from source.
+const exportBase = math.MaxInt / 2
+
+// read completes p's types from its export data.
+func (e *exportPositions) read(p *packages.Package) error {
 	if p.ExportFile == "" {
 		return fmt.Errorf("%s: no export data", p.ID)
 	}
@@ -180,10 +257,16 @@ func readExport(p *packages.Package) error {
 		}
 	}
 	visit(p.Imports)
-	tpkg, err := gcexportdata.Read(r, p.Fset, view, p.PkgPath)
+	if e.next == 0 {
+		e.next = exportBase
+	}
+	fset := token.NewFileSet()
+	fset.AddFile("", e.next, 0)
+	tpkg, err := gcexportdata.Read(r, fset, view, p.PkgPath)
 	if err != nil {
 		return err
 	}
+	e.next = fset.Base() + 1
 	p.Types = tpkg
 	return nil
 }

@@ -86,8 +86,12 @@ type Program struct {
 	named map[*packages.Package]bool
 	// full: the graph came from go/packages with syntax and types.
 	full bool
-	// analysed: the lean analysis left every root's full types.
+	// analysed: the lean analysis left every root's declarations' types,
+	// for Check.
 	analysed bool
+	// release lets the lean analysis drop each package's types once no
+	// package left to analyse imports it: for Lint, which does not Check.
+	release bool
 }
 
 // Result is the findings of one package the patterns name.
@@ -408,6 +412,7 @@ func Lint(ctx context.Context, cfg Config, patterns []string, c analyzer.Config)
 	if err != nil {
 		return nil, err
 	}
+	prog.release = true
 	results, err := prog.Analyze(c.ForProgram)
 	if err != nil {
 		return nil, err
