@@ -5,7 +5,6 @@ import (
 	"go/ast"
 	"go/token"
 	"go/types"
-	"math"
 	"os"
 
 	"golang.org/x/tools/go/analysis"
@@ -41,7 +40,6 @@ func (pr *Program) analyzeLean(program func([]*packages.Package) (*analysis.Anal
 	// which stay; each package's importers are type-checked against them.
 	declare := func() bool {
 		fset := token.NewFileSet()
-		exports := &exportPositions{}
 		for _, p := range all {
 			p.Fset, p.Types, p.Syntax, p.TypesInfo = fset, types.NewPackage(p.PkgPath, p.Name), nil, nil
 		}
@@ -52,7 +50,7 @@ func (pr *Program) analyzeLean(program func([]*packages.Package) (*analysis.Anal
 					return false
 				}
 			case needTypes[p]:
-				if exports.read(p) != nil {
+				if readExport(p) != nil {
 					return false
 				}
 			}
@@ -214,24 +212,8 @@ func leanRoots(pkgs []*packages.Package) (roots []*packages.Package, ok bool) {
 	return roots, true
 }
 
-// exportPositions reads packages' types from export data, each with a
-// file set of its own whose positions lie beyond those of the files parsed
-// from source (p.Fset) and of every other package read: the file names the
-// export data gives its objects' positions are parts of the export data,
-// which a shared file set would keep whole for as long as the run, after
-// the package's types are let go of. Those positions are not resolved
-// (p.Fset has no file for them), and never mistaken for a position in a
-// file from source.
-type exportPositions struct {
-	next int
-}
-
-// exportBase is where the export data's positions begin: beyond any
-// position of the files parsed from source.
-const exportBase = math.MaxInt / 2
-
-// read completes p's types from its export data.
-func (e *exportPositions) read(p *packages.Package) error {
+// readExport completes p's types from its export data.
+func readExport(p *packages.Package) error {
 	if p.ExportFile == "" {
 		return fmt.Errorf("%s: no export data", p.ID)
 	}
@@ -257,16 +239,10 @@ func (e *exportPositions) read(p *packages.Package) error {
 		}
 	}
 	visit(p.Imports)
-	if e.next == 0 {
-		e.next = exportBase
-	}
-	fset := token.NewFileSet()
-	fset.AddFile("", e.next, 0)
-	tpkg, err := gcexportdata.Read(r, fset, view, p.PkgPath)
+	tpkg, err := gcexportdata.Read(r, p.Fset, view, p.PkgPath)
 	if err != nil {
 		return err
 	}
-	e.next = fset.Base() + 1
 	p.Types = tpkg
 	return nil
 }
