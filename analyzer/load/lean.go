@@ -1,6 +1,7 @@
 package load
 
 import (
+	"bytes"
 	"fmt"
 	"go/ast"
 	"go/token"
@@ -213,6 +214,14 @@ func leanRoots(pkgs []*packages.Package) (roots []*packages.Package, ok bool) {
 }
 
 // readExport completes p's types from its export data.
+//
+// The go command's export data is the compiler's (unified IR, which also
+// holds the bodies of inlinable functions), and every name its reader makes
+// is part of one string holding all of it: the package's types would keep
+// the whole export data for as long as they live. It is read once into
+// packages of its own, written again in the indexed format (types only,
+// gcexportdata.Write) and that is read into the run's packages: their
+// names are strings of their own, and the export data is let go.
 func readExport(p *packages.Package) error {
 	if p.ExportFile == "" {
 		return fmt.Errorf("%s: no export data", p.ID)
@@ -227,6 +236,7 @@ func readExport(p *packages.Package) error {
 		return err
 	}
 	view := map[string]*types.Package{}
+	own := map[string]*types.Package{}
 	seen := map[*packages.Package]bool{}
 	var visit func(map[string]*packages.Package)
 	visit = func(imports map[string]*packages.Package) {
@@ -234,13 +244,22 @@ func readExport(p *packages.Package) error {
 			if !seen[d] {
 				seen[d] = true
 				view[d.PkgPath] = d.Types
+				own[d.PkgPath] = types.NewPackage(d.PkgPath, d.Name)
 				visit(d.Imports)
 			}
 		}
 	}
 	visit(p.Imports)
-	tpkg, err := gcexportdata.Read(r, p.Fset, view, p.PkgPath)
+	fset := token.NewFileSet()
+	tpkg, err := gcexportdata.Read(r, fset, own, p.PkgPath)
 	if err != nil {
+		return err
+	}
+	var buf bytes.Buffer
+	if err := gcexportdata.Write(&buf, fset, tpkg); err != nil {
+		return err
+	}
+	if tpkg, err = gcexportdata.Read(&buf, p.Fset, view, p.PkgPath); err != nil {
 		return err
 	}
 	p.Types = tpkg
